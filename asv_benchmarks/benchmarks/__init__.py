@@ -1,0 +1,1 @@
+"""Benchmarks of skprivfact, run with asv (see ../asv.conf.json)."""

@@ -1,0 +1,21 @@
+"""skprivfact: privacy-preserving Bayesian inference with a scikit-learn API.
+
+The shared privacy accountant lives in :mod:`skprivfact.accounting`, the release
+mechanisms in :mod:`skprivfact.mechanisms`; the estimators are importable from
+the top level.
+"""
+
+from . import accounting, mechanisms
+from .exceptions import PrivacyBudgetExceededError, PrivacyLeakWarning
+from .preprocessing import GeometricPrivatizer
+
+__version__ = "0.1.0.dev0"
+
+__all__ = [
+    "GeometricPrivatizer",
+    "PrivacyLeakWarning",
+    "PrivacyBudgetExceededError",
+    "accounting",
+    "mechanisms",
+    "__version__",
+]

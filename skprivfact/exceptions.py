@@ -1,0 +1,22 @@
+"""Warnings and errors raised by skprivfact."""
+
+__all__ = ["PrivacyLeakWarning", "PrivacyBudgetExceededError"]
+
+
+class PrivacyLeakWarning(UserWarning):
+    """A quantity that should be fixed in advance was read from the private data.
+
+    Raised when a bound the privacy guarantee rests on (a norm bound, the range
+    of the inputs or targets) is left unset and derived from the data. The
+    reported epsilon then does not cover that bound: the released model may
+    reveal it. Set the bound explicitly to silence the warning and close the
+    leak.
+    """
+
+
+class PrivacyBudgetExceededError(ValueError):
+    """A release would spend more privacy than the estimator's budget allows.
+
+    Raised before any data is touched, so the budget already spent is
+    unchanged when this error is seen.
+    """

@@ -1,0 +1,788 @@
+"""Release mechanisms shared by every skprivfact estimator.
+
+Central model: per-record contributions are clipped (:func:`clip_rows`,
+:func:`clip_frobenius`), summed by the caller, and released with
+:func:`gaussian_mechanism`, whose noise std follows :func:`gaussian_noise_scales`;
+matrix statistics get symmetric noise (:func:`symmetric_gaussian_noise`) and are
+repaired by :func:`project_psd`, which is post-processing and costs no privacy.
+
+Local model: :func:`two_sided_geometric` draws the noise of the geometric
+mechanism, with an exact integer-only sampler for ``secure=True``.
+
+No function here keeps a privacy budget: the estimator that calls a mechanism
+records the release in its own accountant.
+"""
+
+import math
+import random
+import secrets
+from array import array
+from fractions import Fraction
+from numbers import Integral, Rational, Real
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.utils import check_random_state
+
+from .exceptions import PrivacyLeakWarning
+from .utils._validation import check_positive_bound, check_privacy_params
+
+__all__ = [
+    "PrivacyLeakWarning",
+    "clip_rows",
+    "clip_frobenius",
+    "gaussian_noise_scales",
+    "gaussian_mechanism",
+    "symmetric_gaussian_noise",
+    "project_psd",
+    "two_sided_geometric",
+]
+
+# Half the distance from 1.0 to the next float64: the relative error of one
+# correctly rounded operation.
+_UNIT_ROUNDOFF = 2.0**-53
+
+# Below this epsilon / sensitivity the noise (mean absolute value about
+# sensitivity / epsilon) would no longer fit in int64 with certainty.
+_MIN_NOISE_RATIO = 1e-12
+
+# 64-bit words read from the randomness source per refill of the secure sampler.
+_SECURE_WORDS_PER_REFILL = 4096
+
+
+# Clipping ------------------------------------------------------------------
+
+
+def _as_finite_float_array(array_like, name):
+    if sp.issparse(array_like):
+        raise ValueError(f"{name} must be a dense array; got a sparse matrix.")
+    try:
+        values = np.array(array_like, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name} must be an array of real numbers: {exc}") from exc
+    if not np.all(np.isfinite(values)):
+        raise ValueError(f"{name} must not contain NaN or infinity.")
+    return values
+
+
+def _norm_relative_error_bound(n_features):
+    """Bound on the relative error of :func:`_scaled_row_norms`, with margin.
+
+    The reciprocal of the row maximum, the product and the square cost at most
+    5 roundings per entry, the sum of ``n_features`` non-negative terms in any
+    order at most ``n_features - 1``, and the square root halves the total and
+    adds one: about ``(n_features + 6) / 2`` unit roundoffs. Entries that
+    underflow add at most ``n_features * 2**-1074`` to a sum that is about 1
+    or more. Twice ``n_features + 8`` unit roundoffs covers all of this and the
+    3 roundings of the comparisons that use the bound.
+    """
+    return 2.0 * (n_features + 8) * _UNIT_ROUNDOFF
+
+
+def _scaled_row_norms(rows):
+    """Row maxima ``m`` and ``r`` with ``||row|| = m * r`` up to rounding.
+
+    Scaling by the largest absolute entry first keeps the sum of squares in
+    about [1, n_features], so it neither overflows (1e300-scale rows) nor
+    underflows (1e-300-scale rows).
+    """
+    row_max = np.maximum(rows.max(axis=1), -rows.min(axis=1))
+    # Multiplying by a reciprocal is faster than dividing; its extra rounding
+    # is in the error bound. Where the reciprocal overflows or is subnormal
+    # (row maxima below 2**-1024 or above 2**1022) it is inexact: divide.
+    with np.errstate(divide="ignore", over="ignore"):
+        reciprocal = 1.0 / np.where(row_max > 0, row_max, 1.0)
+    inexact = ~(reciprocal <= np.finfo(np.float64).max) | (
+        reciprocal < np.finfo(np.float64).tiny
+    )
+    reciprocal[inexact] = 1.0
+    scaled = rows * reciprocal[:, np.newaxis]
+    if np.any(inexact):
+        scaled[inexact] = rows[inexact] / row_max[inexact, np.newaxis]
+    return row_max, np.sqrt(np.einsum("ij,ij->i", scaled, scaled))
+
+
+def _exact_norm_at_most(row, max_norm):
+    """Whether the row's Euclidean norm is <= max_norm, in exact arithmetic."""
+    squared_norm = sum(Fraction(float(value)) ** 2 for value in row)
+    return squared_norm <= Fraction(max_norm) ** 2
+
+
+def _rows_outside(rows, max_norm):
+    """Mask of the rows whose exact norm exceeds ``max_norm``, and their norms.
+
+    A float comparison with the error bound settles almost every row; rows too
+    close to the boundary for it to decide (for example a row exactly on it)
+    are decided in exact rational arithmetic. Also returns the row maxima and
+    scaled norms of :func:`_scaled_row_norms`.
+    """
+    error_bound = _norm_relative_error_bound(rows.shape[1])
+    row_max, scaled_norm = _scaled_row_norms(rows)
+    nonzero = row_max > 0
+    with np.errstate(divide="ignore", over="ignore"):
+        allowed = max_norm / np.where(nonzero, row_max, 1.0)
+    certainly_inside = ~nonzero | (scaled_norm * (1.0 + error_bound) <= allowed)
+    certainly_outside = nonzero & (scaled_norm * (1.0 - error_bound) > allowed)
+    outside = certainly_outside.copy()
+    for i in np.flatnonzero(~certainly_inside & ~certainly_outside):
+        outside[i] = not _exact_norm_at_most(rows[i], max_norm)
+    return outside, row_max, scaled_norm
+
+
+def _clip_rows_inplace(rows, max_norm):
+    outside, row_max, scaled_norm = _rows_outside(rows, max_norm)
+    if not np.any(outside):
+        return rows
+    error_bound = _norm_relative_error_bound(rows.shape[1])
+    selected = rows[outside]
+    row_max, scaled_norm = row_max[outside], scaled_norm[outside]
+    # Aim a few error bounds inside the ball so that the float check certifies
+    # the result without falling back to exact arithmetic.
+    shrink = 1.0 - 4.0 * error_bound
+    factor = (max_norm / scaled_norm) * shrink
+    clipped = (selected / row_max[:, np.newaxis]) * factor[:, np.newaxis]
+    # Subnormal results (a max_norm near 1e-308) round coarsely; shrink those
+    # rows further until exact arithmetic confirms them. Stepping every entry
+    # towards zero guarantees progress.
+    still_outside = _rows_outside(clipped, max_norm)[0]
+    while np.any(still_outside):
+        shrink *= shrink
+        clipped[still_outside] = np.nextafter(clipped[still_outside] * shrink, 0.0)
+        still_outside[still_outside] = _rows_outside(
+            clipped[still_outside], max_norm
+        )[0]
+    rows[outside] = clipped
+    return rows
+
+
+def clip_rows(X, max_norm):
+    """Scale each row of ``X`` so that its Euclidean norm is at most ``max_norm``.
+
+    Rows whose norm is already at most ``max_norm`` are returned unchanged (zero
+    rows stay zero); longer rows are scaled towards zero onto the sphere of
+    radius ``max_norm``, less a relative margin of a few times
+    ``n_features * 1e-16``. The bound holds in exact arithmetic for the returned
+    floats, whatever their scale: clipping is what bounds each record's
+    contribution, so a rounding error here would void the privacy guarantee.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features)
+        The rows (one per record). Converted to float64.
+    max_norm : float
+        The bound on each row's Euclidean norm, positive and finite.
+
+    Returns
+    -------
+    X_clipped : ndarray of shape (n_samples, n_features)
+        A clipped float64 copy of ``X``; the input is not modified.
+
+    Raises
+    ------
+    ValueError
+        If ``X`` is not a 2-D dense array of finite numbers, or ``max_norm`` is
+        not a positive finite number.
+
+    Examples
+    --------
+    >>> from skprivfact.mechanisms import clip_rows
+    >>> clip_rows([[3.0, 4.0], [0.3, 0.4]], max_norm=1.0).round(6)
+    array([[0.6, 0.8],
+           [0.3, 0.4]])
+    """
+    max_norm = check_positive_bound(max_norm, "max_norm")
+    rows = _as_finite_float_array(X, "X")
+    if rows.ndim != 2:
+        raise ValueError(
+            f"X must be a 2-D array of shape (n_samples, n_features); got an "
+            f"array of shape {rows.shape}."
+        )
+    if rows.size == 0:
+        return rows
+    return _clip_rows_inplace(rows, max_norm)
+
+
+def clip_frobenius(stats, max_norm):
+    """Scale each record's statistic so that its Frobenius norm is at most ``max_norm``.
+
+    The Frobenius norm of ``stats[i]`` is the Euclidean norm of its entries,
+    so this is :func:`clip_rows` on ``stats`` flattened per record, with the
+    same exact guarantee.
+
+    Parameters
+    ----------
+    stats : array-like of shape (n_records, ...)
+        One statistic per record, for example per-document topic-word counts of
+        shape (n_records, n_topics, n_words).
+    max_norm : float
+        The bound on each record's Frobenius norm, positive and finite.
+
+    Returns
+    -------
+    stats_clipped : ndarray of the same shape as ``stats``
+        A clipped float64 copy; the input is not modified.
+
+    Raises
+    ------
+    ValueError
+        If ``stats`` has no record axis (is 0-D), holds NaN or infinity, or
+        ``max_norm`` is not a positive finite number.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skprivfact.mechanisms import clip_frobenius
+    >>> stats = np.array([[[3.0, 0.0], [0.0, 4.0]]])
+    >>> np.linalg.norm(clip_frobenius(stats, max_norm=1.0)[0]) <= 1.0
+    np.True_
+    """
+    max_norm = check_positive_bound(max_norm, "max_norm")
+    values = _as_finite_float_array(stats, "stats")
+    if values.ndim < 1:
+        raise ValueError(
+            "stats must have shape (n_records, ...), one statistic per record; "
+            "got a 0-D array."
+        )
+    if values.size == 0:
+        return values
+    records = values.reshape(values.shape[0], -1)
+    return _clip_rows_inplace(records, max_norm).reshape(values.shape)
+
+
+# Gaussian mechanism --------------------------------------------------------
+
+
+def _check_noise_multiplier(noise_multiplier):
+    if not (
+        isinstance(noise_multiplier, Real)
+        and not isinstance(noise_multiplier, bool)
+        and math.isfinite(noise_multiplier)
+        and noise_multiplier >= 0
+    ):
+        raise ValueError(
+            "noise_multiplier must be a non-negative finite number; got "
+            f"{noise_multiplier!r}."
+        )
+    return float(noise_multiplier)
+
+
+def _check_sensitivities(sensitivities):
+    try:
+        values = np.array(sensitivities, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(
+            f"sensitivities must be a sequence of positive numbers: {exc}"
+        ) from exc
+    if values.ndim != 1 or values.size == 0:
+        raise ValueError(
+            "sensitivities must be a non-empty 1-D sequence, one per block; got "
+            f"shape {values.shape}."
+        )
+    if not np.all(np.isfinite(values) & (values > 0)):
+        raise ValueError(
+            f"sensitivities must be positive finite numbers; got {values.tolist()}."
+        )
+    return values
+
+
+def _check_numpy_random_state(random_state):
+    if isinstance(random_state, np.random.Generator):
+        return random_state
+    if isinstance(random_state, random.Random):
+        raise ValueError(
+            "A random.Random instance is accepted only by the secure sampler "
+            "(secure=True); use None, an int, a numpy RandomState or Generator."
+        )
+    return check_random_state(random_state)
+
+
+def gaussian_noise_scales(sensitivities, noise_multiplier):
+    """Noise std of each block released together by :func:`gaussian_mechanism`.
+
+    For ``k`` blocks with L2 (Frobenius) sensitivities ``Delta_i``, block ``i``
+    gets noise of std ``noise_multiplier * sqrt(k) * Delta_i``: see
+    :func:`gaussian_mechanism` for why this makes the ``k`` blocks one Gaussian
+    mechanism with noise multiplier ``noise_multiplier``.
+
+    Parameters
+    ----------
+    sensitivities : array-like of shape (n_blocks,)
+        The L2 (Frobenius) sensitivity of each block, positive and finite.
+    noise_multiplier : float
+        Noise std relative to the sensitivity of the stacked release,
+        non-negative and finite.
+
+    Returns
+    -------
+    scales : ndarray of shape (n_blocks,)
+        The noise std of each block.
+
+    Raises
+    ------
+    ValueError
+        If a sensitivity is not positive and finite, or ``noise_multiplier`` is
+        negative or not finite.
+
+    Examples
+    --------
+    >>> from skprivfact.mechanisms import gaussian_noise_scales
+    >>> gaussian_noise_scales([0.5, 0.25], noise_multiplier=2.0).round(4)
+    array([1.4142, 0.7071])
+    """
+    sensitivities = _check_sensitivities(sensitivities)
+    noise_multiplier = _check_noise_multiplier(noise_multiplier)
+    return noise_multiplier * math.sqrt(sensitivities.size) * sensitivities
+
+
+def symmetric_gaussian_noise(n_features, scale, *, random_state=None):
+    """Symmetric Gaussian noise for releasing a symmetric matrix (Analyze-Gauss).
+
+    The upper triangle, diagonal included, holds iid N(0, scale**2) draws and
+    the lower triangle mirrors it (Dwork, Talwar, Thakurta and Zhang, "Analyze
+    Gauss", 2014). A symmetric statistic is determined by its upper triangle,
+    so this releases ``n_features * (n_features + 1) / 2`` numbers. The upper
+    triangle of a per-record contribution has an L2 norm at most the
+    contribution's Frobenius norm (the strict lower triangle is dropped), so the
+    Frobenius sensitivity is a valid, conservative sensitivity for ``scale``.
+
+    Parameters
+    ----------
+    n_features : int
+        The number of rows (and columns) of the matrix, at least 1.
+    scale : float
+        The noise std of each upper-triangle entry, non-negative and finite.
+    random_state : int, RandomState instance, Generator or None, default=None
+        Source of the noise. Pass an int for reproducible output.
+
+    Returns
+    -------
+    noise : ndarray of shape (n_features, n_features)
+        An exactly symmetric noise matrix.
+
+    Raises
+    ------
+    ValueError
+        If ``n_features`` is not an integer >= 1 or ``scale`` is negative or not
+        finite.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skprivfact.mechanisms import symmetric_gaussian_noise
+    >>> noise = symmetric_gaussian_noise(3, scale=1.0, random_state=0)
+    >>> np.array_equal(noise, noise.T)
+    True
+    """
+    if not (
+        isinstance(n_features, Integral)
+        and not isinstance(n_features, bool)
+        and n_features >= 1
+    ):
+        raise ValueError(f"n_features must be an integer >= 1; got {n_features!r}.")
+    if not (
+        isinstance(scale, Real)
+        and not isinstance(scale, bool)
+        and math.isfinite(scale)
+        and scale >= 0
+    ):
+        raise ValueError(f"scale must be a non-negative finite number; got {scale!r}.")
+    rng = _check_numpy_random_state(random_state)
+    n_features = int(n_features)
+    upper_rows, upper_cols = np.triu_indices(n_features)
+    noise = np.zeros((n_features, n_features))
+    noise[upper_rows, upper_cols] = rng.normal(0.0, scale, size=upper_rows.size)
+    noise[upper_cols, upper_rows] = noise[upper_rows, upper_cols]
+    return noise
+
+
+def gaussian_mechanism(
+    blocks, sensitivities, noise_multiplier, *, symmetric=None, random_state=None
+):
+    """Release several statistics of the same records as one Gaussian mechanism.
+
+    Each block (an already clipped and summed statistic) gets Gaussian noise of
+    std ``noise_multiplier * sqrt(k) * sensitivities[i]`` for ``k`` blocks.
+
+    This is ONE release: the caller's accountant takes one step with
+    ``noise_multiplier``, not ``k``. Why: divide block ``i`` by its sensitivity
+    ``Delta_i`` and stack the ``k`` results into one vector. Adding or removing a
+    record changes each scaled block by at most 1 in L2 norm, so the stacked
+    vector has L2 sensitivity ``sqrt(k)``; Gaussian noise of std
+    ``noise_multiplier * sqrt(k)`` on it is the Gaussian mechanism with noise
+    multiplier ``noise_multiplier``, and multiplying block ``i`` back by
+    ``Delta_i`` is post-processing. Accounting the blocks as ``k`` separate
+    releases of multiplier ``noise_multiplier`` each would under-report
+    epsilon, since together they would need ``sqrt(k)`` times less noise.
+
+    Parameters
+    ----------
+    blocks : sequence of array-like
+        The statistics to release, each of any shape, with finite values.
+    sensitivities : array-like of shape (n_blocks,)
+        The L2 (Frobenius) sensitivity of each block under adding or removing
+        one record, positive and finite. The caller guarantees it, by clipping.
+    noise_multiplier : float
+        Noise std relative to the sensitivity of the stacked release,
+        non-negative and finite; this is the value the accountant is given.
+    symmetric : sequence of bool, default=None
+        Which blocks are symmetric matrices; those must be square and get the
+        symmetric noise of :func:`symmetric_gaussian_noise`, with their
+        Frobenius sensitivity. None means no symmetric block.
+    random_state : int, RandomState instance, Generator or None, default=None
+        Source of the noise. Pass an int for reproducible output.
+
+    Returns
+    -------
+    noisy_blocks : list of ndarray
+        New float64 arrays, one per block, each of the block's shape; the inputs
+        are not modified.
+
+    Raises
+    ------
+    ValueError
+        If the numbers of blocks, sensitivities and ``symmetric`` flags differ,
+        a block holds NaN or infinity, a symmetric block is not a square
+        matrix, or a sensitivity or ``noise_multiplier`` is out of range.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skprivfact.mechanisms import gaussian_mechanism
+    >>> mean_sum, second_moment = np.ones(2), np.eye(2)
+    >>> noisy = gaussian_mechanism(
+    ...     [mean_sum, second_moment], [0.5, 0.25], noise_multiplier=1.0,
+    ...     symmetric=[False, True], random_state=0,
+    ... )
+    >>> [block.shape for block in noisy]
+    [(2,), (2, 2)]
+    """
+    if isinstance(blocks, np.ndarray) or sp.issparse(blocks):
+        raise ValueError(
+            "blocks must be a sequence (list or tuple) of arrays, one per "
+            "statistic; wrap a single array as [array]."
+        )
+    blocks = [
+        _as_finite_float_array(block, f"blocks[{i}]") for i, block in enumerate(blocks)
+    ]
+    scales = gaussian_noise_scales(sensitivities, noise_multiplier)
+    if len(blocks) != scales.size:
+        raise ValueError(
+            f"Got {len(blocks)} blocks but {scales.size} sensitivities; give one "
+            "sensitivity per block."
+        )
+    if symmetric is None:
+        symmetric = [False] * len(blocks)
+    symmetric = list(symmetric)
+    if len(symmetric) != len(blocks):
+        raise ValueError(
+            f"Got {len(blocks)} blocks but {len(symmetric)} symmetric flags; give "
+            "one flag per block."
+        )
+    for i, (block, is_symmetric) in enumerate(zip(blocks, symmetric)):
+        if not isinstance(is_symmetric, (bool, np.bool_)):
+            raise ValueError(f"symmetric[{i}] must be a bool; got {is_symmetric!r}.")
+        if is_symmetric and (block.ndim != 2 or block.shape[0] != block.shape[1]):
+            raise ValueError(
+                f"blocks[{i}] is marked symmetric but has shape {block.shape}; a "
+                "symmetric block must be a square matrix."
+            )
+    rng = _check_numpy_random_state(random_state)
+    noisy_blocks = []
+    for block, scale, is_symmetric in zip(blocks, scales, symmetric):
+        if is_symmetric:
+            noise = symmetric_gaussian_noise(
+                block.shape[0], float(scale), random_state=rng
+            )
+        else:
+            noise = rng.normal(0.0, scale, size=block.shape)
+        noisy_blocks.append(block + noise)
+    return noisy_blocks
+
+
+def project_psd(matrix, floor=0.0):
+    """Project a (noisy) matrix onto the symmetric matrices with eigenvalues >= floor.
+
+    The matrix is symmetrized as ``(A + A.T) / 2`` and its eigenvalues below
+    ``floor`` are raised to ``floor``; this is the nearest such matrix in
+    Frobenius norm. Applied to a released statistic it is post-processing and
+    costs no privacy. A symmetric input whose eigenvalues are all >= ``floor``
+    is returned unchanged (as a copy). After flooring, the eigenvalues of the
+    result are >= ``floor`` up to rounding of order ``1e-16 * ||matrix||``.
+
+    Parameters
+    ----------
+    matrix : array-like of shape (n_features, n_features)
+        The square matrix to project, with finite values.
+    floor : float, default=0.0
+        The smallest eigenvalue allowed, non-negative and finite.
+
+    Returns
+    -------
+    projected : ndarray of shape (n_features, n_features)
+        An exactly symmetric float64 matrix.
+
+    Raises
+    ------
+    ValueError
+        If ``matrix`` is not a finite square matrix or ``floor`` is negative or
+        not finite.
+
+    Examples
+    --------
+    >>> from skprivfact.mechanisms import project_psd
+    >>> project_psd([[1.0, 2.0], [2.0, 1.0]]).round(6)
+    array([[1.5, 1.5],
+           [1.5, 1.5]])
+    """
+    values = _as_finite_float_array(matrix, "matrix")
+    if values.ndim != 2 or values.shape[0] != values.shape[1] or values.size == 0:
+        raise ValueError(
+            f"matrix must be a non-empty square 2-D array; got shape {values.shape}."
+        )
+    if not (
+        isinstance(floor, Real)
+        and not isinstance(floor, bool)
+        and math.isfinite(floor)
+        and floor >= 0
+    ):
+        raise ValueError(f"floor must be a non-negative finite number; got {floor!r}.")
+    symmetric = (values + values.T) / 2.0
+    eigenvalues, eigenvectors = np.linalg.eigh(symmetric)
+    if eigenvalues.min() >= floor:
+        return symmetric
+    projected = (eigenvectors * np.maximum(eigenvalues, floor)) @ eigenvectors.T
+    # The product is symmetric only up to rounding; make it exactly symmetric.
+    return (projected + projected.T) / 2.0
+
+
+# Two-sided geometric noise -------------------------------------------------
+
+
+def _check_geometric_params(epsilon, sensitivity):
+    """Validate the geometric mechanism's parameters; return epsilon / sensitivity."""
+    check_privacy_params(epsilon=epsilon, sensitivity=sensitivity)
+    noise_ratio = float(epsilon) / int(sensitivity)
+    if noise_ratio < _MIN_NOISE_RATIO:
+        raise ValueError(
+            f"epsilon / sensitivity = {noise_ratio!r} is below {_MIN_NOISE_RATIO}: "
+            "the noise (mean absolute value about sensitivity / epsilon) would "
+            "overflow int64."
+        )
+    return noise_ratio
+
+
+def _exact_fraction(epsilon):
+    # Every float is a dyadic rational, so this is the exact value given.
+    if isinstance(epsilon, (Rational, float)):
+        return Fraction(epsilon)
+    return Fraction(float(epsilon))
+
+
+def _numpy_two_sided_geometric(noise_ratio, size, rng):
+    # numpy's geometric counts trials up to the first success, on {1, 2, ...};
+    # the difference of two cancels the shift to {0, 1, ...}.
+    success_probability = -math.expm1(-noise_ratio)
+    positive = rng.geometric(success_probability, size=size)
+    negative = rng.geometric(success_probability, size=size)
+    return np.asarray(positive, dtype=np.int64) - np.asarray(negative, dtype=np.int64)
+
+
+def _exact_two_sided_geometric(numerator, denominator, n_draws, rng):
+    """``n_draws`` exact draws of 2Geo(exp(-numerator / denominator)), as a list.
+
+    Canonne, Kamath and Steinke (2020), "The Discrete Gaussian for Differential
+    Privacy", Algorithms 1 and 2, in integer arithmetic only. With
+    gamma = n / d and alpha = exp(-gamma):
+
+    1. Bernoulli(exp(-g)) for rational g = a / b in [0, 1]: draw
+       Bernoulli(g / K) for K = 1, 2, ... until one fails and return whether
+       the failing K is odd. The loop stops at K = k with probability
+       g**(k-1) / (k-1)! - g**k / k!, so P(odd) = sum_j (-g)**j / j! = exp(-g).
+       Bernoulli(g / K) is ``randbelow(b * K) < a``.
+    2. U uniform on {0, ..., d-1}, kept with probability exp(-U / d), and V
+       the number of Bernoulli(exp(-1)) successes before the first failure
+       (P(V = v) proportional to exp(-v)) give X = U + d * V with
+       P(X = x) proportional to exp(-U / d) exp(-V) = exp(-x / d): a geometric
+       with ratio exp(-1 / d).
+    3. Y = X // n: P(Y = y) is the sum of exp(-x / d) over x in
+       [n y, n y + n), proportional to exp(-n y / d) = alpha**y, a geometric on
+       {0, 1, ...} with ratio alpha.
+    4. A fair sign S, rejecting (Y = 0, S = -) and starting again: each
+       t != 0 is kept with weight P(Y = |t|) / 2 and t = 0 with weight
+       P(Y = 0) / 2, so P(tau = t) is proportional to alpha**|t|, which is
+       (1 - alpha) / (1 + alpha) * alpha**|t| once normalised.
+
+    Uniform integers come from the source's bytes, 64 bits at a time: the top
+    ``k`` bits of a uniform word are uniform on {0, ..., 2**k - 1}, and
+    rejecting values >= bound makes them uniform on {0, ..., bound - 1}.
+    Reading thousands of words per call keeps the operating system's
+    randomness from costing a system call per draw.
+    """
+    words = []
+    randbytes = rng.randbytes
+    words_per_refill = min(_SECURE_WORDS_PER_REFILL, 16 * n_draws + 16)
+
+    def refill():
+        words.extend(array("Q", randbytes(8 * words_per_refill)))
+
+    def randbelow(bound):
+        n_bits = (bound - 1).bit_length()
+        while True:
+            if n_bits <= 64:
+                if not words:
+                    refill()
+                value = words.pop() >> (64 - n_bits)
+            else:
+                n_words = -(-n_bits // 64)
+                value = 0
+                for _ in range(n_words):
+                    if not words:
+                        refill()
+                    value = (value << 64) | words.pop()
+                value >>= 64 * n_words - n_bits
+            if value < bound:
+                return value
+
+    def bernoulli_exp_minus_one():
+        # Step 1 with g = 1: Bernoulli(1 / 1) always succeeds, so start at K = 2.
+        k = 2
+        while randbelow(k) == 0:
+            k += 1
+        return k & 1
+
+    def bernoulli_exp_minus(u):
+        # Step 1 with g = u / denominator < 1.
+        k = 1
+        while randbelow(denominator * k) < u:
+            k += 1
+        return k & 1
+
+    draws = []
+    append = draws.append
+    while len(draws) < n_draws:
+        if denominator == 1:
+            u = 0  # accepted with probability exp(0) = 1
+        else:
+            while True:
+                u = randbelow(denominator)
+                if u == 0 or bernoulli_exp_minus(u):
+                    break
+        v = 0
+        while bernoulli_exp_minus_one():
+            v += 1
+        magnitude = (u + denominator * v) // numerator
+        if words:
+            sign_word = words.pop()
+        else:
+            refill()
+            sign_word = words.pop()
+        if sign_word >> 63:
+            if magnitude:
+                append(-magnitude)
+        else:
+            append(magnitude)
+    return draws
+
+
+def _check_secure_random_state(random_state):
+    if random_state is None:
+        return secrets.SystemRandom()
+    if isinstance(random_state, random.Random):
+        return random_state
+    raise ValueError(
+        "With secure=True, random_state must be None (the operating system's "
+        "cryptographic randomness) or, for reproducible tests only, a "
+        f"random.Random instance; got {random_state!r}."
+    )
+
+
+def _check_size(size):
+    if size is None:
+        return ()
+    shape = (size,) if isinstance(size, Integral) else tuple(size)
+    if not all(
+        isinstance(n, Integral) and not isinstance(n, bool) and n >= 0 for n in shape
+    ):
+        raise ValueError(
+            f"size must be None, a non-negative int or a tuple of them; got {size!r}."
+        )
+    return tuple(int(n) for n in shape)
+
+
+def two_sided_geometric(
+    epsilon, sensitivity=1, size=None, *, secure=False, random_state=None
+):
+    """Draw two-sided geometric noise, the noise of the geometric mechanism.
+
+    P(tau = t) = (1 - alpha) / (1 + alpha) * alpha**|t| for every integer t,
+    with alpha = exp(-epsilon / sensitivity). Adding it to an integer is
+    (sensitivity, epsilon)-limited-precision local privacy: for inputs at L1
+    distance at most ``sensitivity`` the output probabilities differ by at most
+    a factor e**epsilon.
+
+    The default sampler is numpy's: tau = G1 - G2 with G1, G2 iid geometric
+    on {0, 1, ...} with success probability 1 - alpha. Its floating-point
+    arithmetic makes the law only approximately 2Geo(alpha) (Mironov 2012
+    showed how floating-point noise can break differential privacy), so
+    ``secure=True`` samples exactly instead: epsilon / sensitivity is taken as
+    the exact rational value of the float ``epsilon`` divided by
+    ``sensitivity``, and the Canonne-Kamath-Steinke (2020) construction turns
+    uniform random integers into draws with integer arithmetic only, from the
+    operating system's cryptographic randomness. The secure sampler is pure
+    Python, a few hundred thousand draws per second.
+
+    Parameters
+    ----------
+    epsilon : float
+        The privacy parameter, positive and finite.
+    sensitivity : int, default=1
+        The L1 distance ``N`` the guarantee covers, an integer >= 1.
+    size : int or tuple of int, default=None
+        Output shape; None gives a 0-D array (one draw).
+    secure : bool, default=False
+        Whether to use the exact integer sampler and cryptographic randomness.
+    random_state : int, RandomState instance, Generator, random.Random or \
+            None, default=None
+        Source of the noise. With ``secure=False``: None, an int, a numpy
+        ``RandomState`` or ``Generator``, as for any numpy-based estimator. With
+        ``secure=True``: None (the default, ``secrets.SystemRandom``) or a
+        ``random.Random`` instance, which is for reproducible tests only: the
+        Mersenne Twister is predictable and gives no privacy.
+
+    Returns
+    -------
+    noise : ndarray of dtype int64 and shape ``size``
+        The draws.
+
+    Raises
+    ------
+    ValueError
+        If ``epsilon`` is not positive and finite, ``sensitivity`` is not an
+        integer >= 1, epsilon / sensitivity is below 1e-12 (noise beyond int64),
+        ``size`` is invalid, or ``random_state`` does not suit ``secure``.
+
+    Examples
+    --------
+    >>> import random
+    >>> from skprivfact.mechanisms import two_sided_geometric
+    >>> two_sided_geometric(1.0, size=5, random_state=0).dtype
+    dtype('int64')
+    >>> two_sided_geometric(1.0, size=(2, 3), secure=True).shape
+    (2, 3)
+    >>> draws = two_sided_geometric(
+    ...     1.0, size=4, secure=True, random_state=random.Random(0)  # tests only
+    ... )
+    """
+    noise_ratio = _check_geometric_params(epsilon, sensitivity)
+    shape = _check_size(size)
+    if not isinstance(secure, (bool, np.bool_)):
+        raise ValueError(f"secure must be a bool; got {secure!r}.")
+    if not secure:
+        rng = _check_numpy_random_state(random_state)
+        return _numpy_two_sided_geometric(noise_ratio, shape, rng)
+    rng = _check_secure_random_state(random_state)
+    exact_ratio = _exact_fraction(epsilon) / int(sensitivity)
+    draws = _exact_two_sided_geometric(
+        exact_ratio.numerator, exact_ratio.denominator, math.prod(shape), rng
+    )
+    return np.array(draws, dtype=np.int64).reshape(shape)

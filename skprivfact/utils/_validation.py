@@ -1,0 +1,219 @@
+"""One input gateway per kind of input, and one check for privacy parameters.
+
+Every estimator validates its inputs through these functions, in ``fit``,
+``partial_fit``, ``transform`` and ``score`` alike, so the same bad input gives
+the same message everywhere.
+"""
+
+import math
+from numbers import Integral, Real
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.utils import check_array
+from sklearn.utils.validation import validate_data
+
+__all__ = [
+    "check_count_matrix",
+    "check_noisy_count_matrix",
+    "check_privacy_params",
+    "check_positive_bound",
+]
+
+_COUNT_DTYPES = (np.int64, np.int32, np.float64, np.float32)
+
+
+def _validate(X, estimator, reset, accept_sparse, dtype, input_name):
+    kwargs = dict(
+        accept_sparse=accept_sparse,
+        dtype=dtype,
+        ensure_all_finite=True,
+        ensure_2d=True,
+    )
+    if estimator is None:
+        return check_array(X, input_name=input_name, **kwargs)
+    return validate_data(estimator, X, reset=reset, **kwargs)
+
+
+def _stored_values(X):
+    return X.data if sp.issparse(X) else np.asarray(X)
+
+
+def _check_integral(values, input_name, what):
+    if values.dtype.kind == "f" and values.size:
+        fractional = values != np.floor(values)
+        if np.any(fractional):
+            example = values[fractional].flat[0]
+            raise ValueError(
+                f"{input_name} must hold {what}; found the non-integer value "
+                f"{example!r}. Round or bin the data before privatizing it."
+            )
+
+
+def check_count_matrix(
+    X,
+    *,
+    estimator=None,
+    reset=True,
+    accept_sparse=("csr", "csc", "coo"),
+    dtype=_COUNT_DTYPES,
+    input_name="X",
+):
+    """Validate a matrix of raw (non-negative integer) counts.
+
+    Parameters
+    ----------
+    X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        The counts. Float arrays are accepted when every value is integral.
+    estimator : estimator instance, default=None
+        When given, :func:`sklearn.utils.validation.validate_data` is used, so
+        ``n_features_in_`` is set (``reset=True``) or checked (``reset=False``).
+    reset : bool, default=True
+        Passed to ``validate_data``; ignored when ``estimator`` is None.
+    accept_sparse : str, tuple of str or False, default=("csr", "csc", "coo")
+        Sparse formats accepted; others are converted to the first one.
+    dtype : type or tuple of types, default=(int64, int32, float64, float32)
+        Accepted dtypes; other inputs are converted to the first one.
+    input_name : str, default="X"
+        Name used in error messages.
+
+    Returns
+    -------
+    X : {ndarray, sparse matrix} of shape (n_samples, n_features)
+        The validated counts.
+
+    Raises
+    ------
+    ValueError
+        If ``X`` is empty, not 2-D, holds NaN or infinity, a negative value or
+        a non-integer value.
+    """
+    X = _validate(X, estimator, reset, accept_sparse, dtype, input_name)
+    values = _stored_values(X)
+    if values.size and values.min() < 0:
+        raise ValueError(
+            f"{input_name} must hold non-negative counts; found the negative "
+            f"value {values.min()!r}. Privatized (noisy) counts are passed to "
+            "an estimator with `epsilon` set, not to this one."
+        )
+    _check_integral(values, input_name, "integer counts")
+    return X
+
+
+def check_noisy_count_matrix(
+    X,
+    *,
+    estimator=None,
+    reset=True,
+    accept_sparse=("csr", "csc", "coo"),
+    dtype=_COUNT_DTYPES,
+    input_name="X",
+):
+    """Validate a matrix of privatized counts (integers, possibly negative).
+
+    Parameters
+    ----------
+    X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        The noisy counts, for example the output of
+        :class:`~skprivfact.GeometricPrivatizer`.
+    estimator : estimator instance, default=None
+        When given, :func:`sklearn.utils.validation.validate_data` is used.
+    reset : bool, default=True
+        Passed to ``validate_data``; ignored when ``estimator`` is None.
+    accept_sparse : str, tuple of str or False, default=("csr", "csc", "coo")
+        Sparse formats accepted.
+    dtype : type or tuple of types, default=(int64, int32, float64, float32)
+        Accepted dtypes; other inputs are converted to the first one.
+    input_name : str, default="X"
+        Name used in error messages.
+
+    Returns
+    -------
+    X : {ndarray, sparse matrix} of shape (n_samples, n_features)
+        The validated noisy counts.
+
+    Raises
+    ------
+    ValueError
+        If ``X`` is empty, not 2-D, holds NaN or infinity or a non-integer
+        value.
+    """
+    X = _validate(X, estimator, reset, accept_sparse, dtype, input_name)
+    _check_integral(_stored_values(X), input_name, "integer (noisy) counts")
+    return X
+
+
+def _is_real(value):
+    return isinstance(value, Real) and not isinstance(value, bool)
+
+
+def check_privacy_params(
+    epsilon=None, delta=None, sensitivity=None, *, allow_infinite_epsilon=False
+):
+    """Check privacy parameters; the ones left as None are not checked.
+
+    Parameters
+    ----------
+    epsilon : float, default=None
+        Must be positive and finite; ``float("inf")`` is accepted only when
+        ``allow_infinite_epsilon`` is True (the documented "no privacy" value
+        of the central-DP estimators).
+    delta : float, default=None
+        Must lie in the open interval (0, 1).
+    sensitivity : int, default=None
+        Must be an integer >= 1 (the L1 distance ``N`` of limited-precision
+        local privacy).
+    allow_infinite_epsilon : bool, default=False
+        Whether ``epsilon=inf`` is a valid value.
+
+    Raises
+    ------
+    ValueError
+        Naming the parameter and the value that is out of range.
+    """
+    if epsilon is not None:
+        ok = _is_real(epsilon) and epsilon > 0 and not math.isnan(epsilon)
+        if ok and math.isinf(epsilon) and not allow_infinite_epsilon:
+            raise ValueError(
+                "epsilon must be a positive finite number; got inf, which would "
+                "release the data without noise."
+            )
+        if not ok:
+            raise ValueError(f"epsilon must be a positive number; got {epsilon!r}.")
+    if delta is not None:
+        if not (_is_real(delta) and 0 < delta < 1):
+            raise ValueError(
+                f"delta must lie in the open interval (0, 1); got {delta!r}."
+            )
+    if sensitivity is not None:
+        if not (
+            isinstance(sensitivity, Integral)
+            and not isinstance(sensitivity, bool)
+            and sensitivity >= 1
+        ):
+            raise ValueError(f"sensitivity must be an integer >= 1; got {sensitivity!r}.")
+
+
+def check_positive_bound(value, name):
+    """Check that a data bound (a norm, a range width) is positive and finite.
+
+    Parameters
+    ----------
+    value : float
+        The bound.
+    name : str
+        Its parameter name, used in the message.
+
+    Returns
+    -------
+    value : float
+        The bound as a float.
+
+    Raises
+    ------
+    ValueError
+        If ``value`` is not a positive finite number.
+    """
+    if not (_is_real(value) and math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a positive finite number; got {value!r}.")
+    return float(value)
