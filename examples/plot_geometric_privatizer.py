@@ -26,18 +26,19 @@ checks the mean absolute noise against its expected value
 # ------------------------
 #
 # Counts from a low-rank Poisson model, as in topic modelling: 500 documents
-# (rows) and 200 words (columns), rates ``theta @ phi`` with gamma factors.
+# (rows) and 200 words (columns), with gamma-distributed factors
+# (:func:`~skprivfact.datasets.make_poisson_factorization`).
 
 import matplotlib.pyplot as plt
 import numpy as np
 
 from skprivfact import GeometricPrivatizer
 from skprivfact.accounting import geometric_alpha
+from skprivfact.datasets import make_poisson_factorization
 
-rng = np.random.default_rng(0)
-theta = rng.gamma(shape=0.5, scale=2.0, size=(500, 5))
-phi = rng.gamma(shape=0.5, scale=1.0, size=(5, 200))
-counts = rng.poisson(theta @ phi)
+counts, rates, _, _ = make_poisson_factorization(
+    n_samples=500, n_features=200, n_components=5, factor_shape=0.5, random_state=0
+)
 print(f"{counts.shape[0]} x {counts.shape[1]} counts, mean {counts.mean():.2f}, "
       f"{(counts == 0).mean():.0%} zeros")
 

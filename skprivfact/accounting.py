@@ -394,17 +394,17 @@ class RDPAccountant:
 
     @property
     def history(self):
-        """list of (noise_multiplier, sample_rate, steps): the steps composed."""
+        """Steps composed so far, as (noise_multiplier, sample_rate, steps) tuples."""
         return list(self._history)
 
     @property
     def steps(self):
-        """int: total number of releases composed."""
+        """Total number of releases composed."""
         return sum(steps for _, _, steps in self._history)
 
     @property
     def rdp(self):
-        """ndarray of shape (n_orders,): the composed RDP at each order."""
+        """Composed RDP at each order, an ndarray of shape (n_orders,)."""
         total = np.zeros(self.orders.shape)
         orders_key = tuple(self.orders.tolist())
         for noise_multiplier, sample_rate, steps in self._history:

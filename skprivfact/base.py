@@ -8,7 +8,7 @@ parameter is checked the same way everywhere.
 from numbers import Integral, Real
 
 from sklearn.base import BaseEstimator
-from sklearn.utils._param_validation import Interval
+from sklearn.utils._param_validation import Interval, Options
 
 __all__ = ["LocalPrivacyEstimator", "CentralPrivacyEstimator"]
 
@@ -16,8 +16,7 @@ __all__ = ["LocalPrivacyEstimator", "CentralPrivacyEstimator"]
 class LocalPrivacyEstimator(BaseEstimator):
     """Base for estimators of the local model: two-sided geometric noise.
 
-    Holds the constraints of ``epsilon`` (positive; finiteness is checked in
-    ``fit`` with :func:`~skprivfact.utils.check_privacy_params`) and of
+    Holds the constraints of ``epsilon`` (positive and finite) and of
     ``sensitivity`` (the integer L1 distance ``N`` of limited-precision local
     privacy).
     """
@@ -36,6 +35,7 @@ class CentralPrivacyEstimator(BaseEstimator):
     """
 
     _parameter_constraints: dict = {
-        "epsilon": [Interval(Real, 0, None, closed="neither")],
+        # Interval(..., closed="neither") excludes inf, the "no privacy" value.
+        "epsilon": [Interval(Real, 0, None, closed="neither"), Options(Real, {float("inf")})],
         "delta": [Interval(Real, 0, 1, closed="neither")],
     }

@@ -148,9 +148,9 @@ def _clip_rows_inplace(rows, max_norm):
     while np.any(still_outside):
         shrink *= shrink
         clipped[still_outside] = np.nextafter(clipped[still_outside] * shrink, 0.0)
-        still_outside[still_outside] = _rows_outside(
-            clipped[still_outside], max_norm
-        )[0]
+        still_outside[still_outside] = _rows_outside(clipped[still_outside], max_norm)[
+            0
+        ]
     rows[outside] = clipped
     return rows
 
@@ -478,7 +478,7 @@ def gaussian_mechanism(
             f"Got {len(blocks)} blocks but {len(symmetric)} symmetric flags; give "
             "one flag per block."
         )
-    for i, (block, is_symmetric) in enumerate(zip(blocks, symmetric)):
+    for i, (block, is_symmetric) in enumerate(zip(blocks, symmetric, strict=True)):
         if not isinstance(is_symmetric, (bool, np.bool_)):
             raise ValueError(f"symmetric[{i}] must be a bool; got {is_symmetric!r}.")
         if is_symmetric and (block.ndim != 2 or block.shape[0] != block.shape[1]):
@@ -488,7 +488,7 @@ def gaussian_mechanism(
             )
     rng = _check_numpy_random_state(random_state)
     noisy_blocks = []
-    for block, scale, is_symmetric in zip(blocks, scales, symmetric):
+    for block, scale, is_symmetric in zip(blocks, scales, symmetric, strict=True):
         if is_symmetric:
             noise = symmetric_gaussian_noise(
                 block.shape[0], float(scale), random_state=rng
@@ -729,7 +729,11 @@ def two_sided_geometric(
     ``sensitivity``, and the Canonne-Kamath-Steinke (2020) construction turns
     uniform random integers into draws with integer arithmetic only, from the
     operating system's cryptographic randomness. The secure sampler is pure
-    Python, a few hundred thousand draws per second.
+    Python, roughly 10**6 draws per second. Its running time grows with the
+    magnitude of the noise drawn, so the time taken by a single draw can leak
+    the noise (and, with the output, the input): draw noise for many entries at
+    once, as :class:`~skprivfact.GeometricPrivatizer` does, and do not expose
+    per-entry timings.
 
     Parameters
     ----------

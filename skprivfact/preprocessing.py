@@ -14,12 +14,11 @@ from .utils._validation import check_count_matrix
 
 __all__ = ["GeometricPrivatizer"]
 
-# float64 represents every integer up to 2**53 and no range beyond it; larger
-# "counts" are not exact integers, and the sum with the noise could overflow.
-_MAX_COUNT = 2**53
 
 
-class GeometricPrivatizer(OneToOneFeatureMixin, TransformerMixin, LocalPrivacyEstimator):
+class GeometricPrivatizer(
+    OneToOneFeatureMixin, TransformerMixin, LocalPrivacyEstimator
+):
     """Privatize non-negative integer counts with two-sided geometric noise.
 
     Privacy: each entry y of ``X`` is released as y + tau, with tau drawn
@@ -37,8 +36,7 @@ class GeometricPrivatizer(OneToOneFeatureMixin, TransformerMixin, LocalPrivacyEs
     epsilon twice (the two releases compose), and releasing different data with
     the same noise would reveal their difference exactly.
 
-    Read more about the local model in the design notes (``DESIGN.md``,
-    section 4).
+    Read more in :ref:`Privacy guarantees <privacy-local>`.
 
     Parameters
     ----------
@@ -47,14 +45,14 @@ class GeometricPrivatizer(OneToOneFeatureMixin, TransformerMixin, LocalPrivacyEs
         and noisier.
     sensitivity : int, default=1
         The L1 distance N between rows that the guarantee makes
-        indistinguishable, an integer >= 1 (for example the largest count one
-        event of a user can add).
+        indistinguishable, an integer >= 1 (for example the most that one
+        event can change a row's counts, in total).
     secure : bool, default=False
         Whether to draw the noise with the exact integer sampler from the
         operating system's cryptographic randomness
         (:func:`~skprivfact.mechanisms.two_sided_geometric` with
-        ``secure=True``), for real releases. It is pure Python, a few hundred
-        thousand entries per second; ``random_state`` must then be None.
+        ``secure=True``), for real releases. It is pure Python, roughly
+        10**6 entries per second; ``random_state`` must then be None.
     random_state : int, RandomState instance or None, default=None
         The numpy noise stream of the default sampler, created in :meth:`fit`;
         each :meth:`transform` continues it, so repeated calls draw fresh noise
@@ -121,17 +119,6 @@ class GeometricPrivatizer(OneToOneFeatureMixin, TransformerMixin, LocalPrivacyEs
         self.secure = secure
         self.random_state = random_state
 
-    def _check_counts(self, X, reset):
-        X = check_count_matrix(X, estimator=self, reset=reset)
-        values = X.data if sp.issparse(X) else X
-        if values.size and values.max() >= _MAX_COUNT:
-            raise ValueError(
-                f"X holds the count {values.max()!r}, at or beyond 2**53 = "
-                f"{_MAX_COUNT}, the largest count accepted: float64 does not "
-                "represent every larger integer."
-            )
-        return X
-
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
         """Check the parameters and the data, and start the noise stream.
@@ -159,7 +146,7 @@ class GeometricPrivatizer(OneToOneFeatureMixin, TransformerMixin, LocalPrivacyEs
                 "randomness, which cannot be seeded; set random_state=None "
                 f"(got {self.random_state!r})."
             )
-        self._check_counts(X, reset=True)
+        check_count_matrix(X, estimator=self, reset=True)
         self.alpha_ = math.exp(-noise_ratio)
         # The secure sampler opens the system's randomness on every call; the
         # numpy stream lives here so that transform calls continue it.
@@ -181,7 +168,7 @@ class GeometricPrivatizer(OneToOneFeatureMixin, TransformerMixin, LocalPrivacyEs
             ``X`` plus independent noise on every entry.
         """
         check_is_fitted(self)
-        X = self._check_counts(X, reset=False)
+        X = check_count_matrix(X, estimator=self, reset=False)
         counts = X.toarray() if sp.issparse(X) else X
         counts = np.asarray(counts).astype(np.int64)
         noise = two_sided_geometric(
@@ -194,7 +181,7 @@ class GeometricPrivatizer(OneToOneFeatureMixin, TransformerMixin, LocalPrivacyEs
         return counts + noise
 
     def score(self, X, y=None):
-        """Minus the expected absolute noise per entry (higher is less noisy).
+        """Return minus the expected absolute noise per entry (higher is less noisy).
 
         The score does not depend on ``X`` (only validated, as in
         :meth:`transform`), so using it spends no privacy. For tau ~ 2Geo(alpha),
@@ -217,7 +204,7 @@ class GeometricPrivatizer(OneToOneFeatureMixin, TransformerMixin, LocalPrivacyEs
             -2 alpha / (1 - alpha**2).
         """
         check_is_fitted(self)
-        self._check_counts(X, reset=False)
+        check_count_matrix(X, estimator=self, reset=False)
         noise_ratio = self.epsilon / self.sensitivity
         # 1 - alpha**2 = -expm1(-2 * noise_ratio), accurate for small epsilon.
         return -2.0 * self.alpha_ / -math.expm1(-2.0 * noise_ratio)

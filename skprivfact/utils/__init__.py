@@ -3,7 +3,13 @@
 from ._validation import (
     check_count_matrix,
     check_noisy_count_matrix,
+    check_positive_bound,
     check_privacy_params,
 )
 
-__all__ = ["check_count_matrix", "check_noisy_count_matrix", "check_privacy_params"]
+__all__ = [
+    "check_count_matrix",
+    "check_noisy_count_matrix",
+    "check_positive_bound",
+    "check_privacy_params",
+]

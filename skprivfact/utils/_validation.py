@@ -20,7 +20,12 @@ __all__ = [
     "check_positive_bound",
 ]
 
-_COUNT_DTYPES = (np.int64, np.int32, np.float64, np.float32)
+# Floats first: a list such as [[1.5]] must reach the integrality check as
+# 1.5, not be truncated to 1 by a cast to int.
+_COUNT_DTYPES = (np.float64, np.float32, np.int64, np.int32)
+# float64 represents every integer up to 2**53 and no range beyond it; larger
+# "counts" are not exact integers, and adding noise to them could overflow.
+_MAX_ABS_COUNT = 2**53
 
 
 def _validate(X, estimator, reset, accept_sparse, dtype, input_name):
@@ -40,6 +45,12 @@ def _stored_values(X):
 
 
 def _check_integral(values, input_name, what):
+    if values.size and np.abs(values).max() >= _MAX_ABS_COUNT:
+        raise ValueError(
+            f"{input_name} holds the count {np.abs(values).max()!r}; counts must "
+            f"be below 2**53 = {_MAX_ABS_COUNT} in absolute value, beyond which "
+            "float64 does not represent every integer."
+        )
     if values.dtype.kind == "f" and values.size:
         fractional = values != np.floor(values)
         if np.any(fractional):
@@ -72,7 +83,7 @@ def check_count_matrix(
         Passed to ``validate_data``; ignored when ``estimator`` is None.
     accept_sparse : str, tuple of str or False, default=("csr", "csc", "coo")
         Sparse formats accepted; others are converted to the first one.
-    dtype : type or tuple of types, default=(int64, int32, float64, float32)
+    dtype : type or tuple of types, default=(float64, float32, int64, int32)
         Accepted dtypes; other inputs are converted to the first one.
     input_name : str, default="X"
         Name used in error messages.
@@ -85,15 +96,15 @@ def check_count_matrix(
     Raises
     ------
     ValueError
-        If ``X`` is empty, not 2-D, holds NaN or infinity, a negative value or
-        a non-integer value.
+        If ``X`` is empty, not 2-D, holds NaN or infinity, a negative value, a
+        non-integer value or a value of 2**53 or more.
     """
     X = _validate(X, estimator, reset, accept_sparse, dtype, input_name)
     values = _stored_values(X)
     if values.size and values.min() < 0:
         raise ValueError(
-            f"{input_name} must hold non-negative counts; found the negative "
-            f"value {values.min()!r}. Privatized (noisy) counts are passed to "
+            f"Negative values in data passed to {input_name}: it must hold "
+            f"non-negative counts; found {values.min()!r}. Privatized (noisy) counts are passed to "
             "an estimator with `epsilon` set, not to this one."
         )
     _check_integral(values, input_name, "integer counts")
@@ -122,7 +133,7 @@ def check_noisy_count_matrix(
         Passed to ``validate_data``; ignored when ``estimator`` is None.
     accept_sparse : str, tuple of str or False, default=("csr", "csc", "coo")
         Sparse formats accepted.
-    dtype : type or tuple of types, default=(int64, int32, float64, float32)
+    dtype : type or tuple of types, default=(float64, float32, int64, int32)
         Accepted dtypes; other inputs are converted to the first one.
     input_name : str, default="X"
         Name used in error messages.
@@ -135,8 +146,8 @@ def check_noisy_count_matrix(
     Raises
     ------
     ValueError
-        If ``X`` is empty, not 2-D, holds NaN or infinity or a non-integer
-        value.
+        If ``X`` is empty, not 2-D, holds NaN or infinity, a non-integer
+        value or a value of absolute value 2**53 or more.
     """
     X = _validate(X, estimator, reset, accept_sparse, dtype, input_name)
     _check_integral(_stored_values(X), input_name, "integer (noisy) counts")
