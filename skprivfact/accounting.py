@@ -31,7 +31,7 @@ from numbers import Integral, Real
 import numpy as np
 from scipy import special
 
-from .utils._validation import check_privacy_params
+from .utils._validation import check_non_negative_number, check_privacy_params
 
 __all__ = [
     "DEFAULT_ORDERS",
@@ -88,14 +88,9 @@ def _check_orders(orders):
 
 
 def _check_step(noise_multiplier, sample_rate, steps):
-    if not (
-        isinstance(noise_multiplier, Real)
-        and not isinstance(noise_multiplier, bool)
-        and noise_multiplier >= 0
-    ):
-        raise ValueError(
-            f"noise_multiplier must be a number >= 0; got {noise_multiplier!r}."
-        )
+    noise_multiplier = check_non_negative_number(
+        noise_multiplier, "noise_multiplier", allow_inf=True
+    )
     if not (
         isinstance(sample_rate, Real)
         and not isinstance(sample_rate, bool)

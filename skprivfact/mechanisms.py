@@ -18,14 +18,18 @@ import random
 import secrets
 from array import array
 from fractions import Fraction
-from numbers import Integral, Rational, Real
+from numbers import Integral, Rational
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.utils import check_random_state
 
 from .exceptions import PrivacyLeakWarning
-from .utils._validation import check_positive_bound, check_privacy_params
+from .utils._validation import (
+    check_non_negative_number,
+    check_positive_bound,
+    check_privacy_params,
+)
 
 __all__ = [
     "PrivacyLeakWarning",
@@ -253,17 +257,7 @@ def clip_frobenius(stats, max_norm):
 
 
 def _check_noise_multiplier(noise_multiplier):
-    if not (
-        isinstance(noise_multiplier, Real)
-        and not isinstance(noise_multiplier, bool)
-        and math.isfinite(noise_multiplier)
-        and noise_multiplier >= 0
-    ):
-        raise ValueError(
-            "noise_multiplier must be a non-negative finite number; got "
-            f"{noise_multiplier!r}."
-        )
-    return float(noise_multiplier)
+    return check_non_negative_number(noise_multiplier, "noise_multiplier")
 
 
 def _check_sensitivities(sensitivities):
@@ -379,13 +373,7 @@ def symmetric_gaussian_noise(n_features, scale, *, random_state=None):
         and n_features >= 1
     ):
         raise ValueError(f"n_features must be an integer >= 1; got {n_features!r}.")
-    if not (
-        isinstance(scale, Real)
-        and not isinstance(scale, bool)
-        and math.isfinite(scale)
-        and scale >= 0
-    ):
-        raise ValueError(f"scale must be a non-negative finite number; got {scale!r}.")
+    scale = check_non_negative_number(scale, "scale")
     rng = _check_numpy_random_state(random_state)
     n_features = int(n_features)
     upper_rows, upper_cols = np.triu_indices(n_features)
@@ -539,13 +527,7 @@ def project_psd(matrix, floor=0.0):
         raise ValueError(
             f"matrix must be a non-empty square 2-D array; got shape {values.shape}."
         )
-    if not (
-        isinstance(floor, Real)
-        and not isinstance(floor, bool)
-        and math.isfinite(floor)
-        and floor >= 0
-    ):
-        raise ValueError(f"floor must be a non-negative finite number; got {floor!r}.")
+    floor = check_non_negative_number(floor, "floor")
     symmetric = (values + values.T) / 2.0
     eigenvalues, eigenvectors = np.linalg.eigh(symmetric)
     if eigenvalues.min() >= floor:

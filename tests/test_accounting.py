@@ -13,7 +13,7 @@ import pickle
 
 import numpy as np
 import pytest
-from scipy import integrate, special
+from scipy import integrate
 
 from skprivfact.accounting import (
     DEFAULT_ORDERS,

@@ -3,6 +3,7 @@
 from ._validation import (
     check_count_matrix,
     check_noisy_count_matrix,
+    check_non_negative_number,
     check_positive_bound,
     check_privacy_params,
 )
@@ -10,6 +11,7 @@ from ._validation import (
 __all__ = [
     "check_count_matrix",
     "check_noisy_count_matrix",
+    "check_non_negative_number",
     "check_positive_bound",
     "check_privacy_params",
 ]

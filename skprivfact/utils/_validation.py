@@ -18,6 +18,7 @@ __all__ = [
     "check_noisy_count_matrix",
     "check_privacy_params",
     "check_positive_bound",
+    "check_non_negative_number",
 ]
 
 # Floats first: a list such as [[1.5]] must reach the integrality check as
@@ -227,4 +228,37 @@ def check_positive_bound(value, name):
     """
     if not (_is_real(value) and math.isfinite(value) and value > 0):
         raise ValueError(f"{name} must be a positive finite number; got {value!r}.")
+    return float(value)
+
+
+def check_non_negative_number(value, name, *, allow_inf=False):
+    """Check that a scalar parameter (a noise scale, a floor) is a number >= 0.
+
+    Parameters
+    ----------
+    value : float
+        The value to check.
+    name : str
+        Its parameter name, used in the message.
+    allow_inf : bool, default=False
+        Whether ``float("inf")`` is accepted.
+
+    Returns
+    -------
+    value : float
+        The value as a float.
+
+    Raises
+    ------
+    ValueError
+        If ``value`` is not a real number >= 0 (NaN and, unless allowed,
+        infinity are rejected).
+    """
+    if not (
+        _is_real(value)
+        and value >= 0
+        and (allow_inf or math.isfinite(value))
+    ):
+        what = "a number >= 0" if allow_inf else "a non-negative finite number"
+        raise ValueError(f"{name} must be {what}; got {value!r}.")
     return float(value)
