@@ -361,6 +361,9 @@ class RDPAccountant:
     def __init__(self, orders=None):
         self.orders = _check_orders(orders)
         self._history = []
+        # Kept up to date by compose, so that get_epsilon costs the same after
+        # one step or after thousands of partial_fit calls.
+        self._total_rdp = np.zeros(self.orders.shape)
 
     def compose(self, noise_multiplier, sample_rate=1.0, steps=1):
         """Record ``steps`` releases of the Poisson-subsampled Gaussian mechanism.
@@ -383,8 +386,14 @@ class RDPAccountant:
         self : RDPAccountant
             The accountant, for chaining.
         """
-        step = _check_step(noise_multiplier, sample_rate, steps)
-        self._history.append(step)
+        noise_multiplier, sample_rate, steps = _check_step(
+            noise_multiplier, sample_rate, steps
+        )
+        step_rdp = _cached_rdp_one_step(
+            noise_multiplier, sample_rate, tuple(self.orders.tolist())
+        )
+        self._total_rdp = self._total_rdp + steps * step_rdp
+        self._history.append((noise_multiplier, sample_rate, steps))
         return self
 
     @property
@@ -400,13 +409,7 @@ class RDPAccountant:
     @property
     def rdp(self):
         """Composed RDP at each order, an ndarray of shape (n_orders,)."""
-        total = np.zeros(self.orders.shape)
-        orders_key = tuple(self.orders.tolist())
-        for noise_multiplier, sample_rate, steps in self._history:
-            total = total + steps * _cached_rdp_one_step(
-                noise_multiplier, sample_rate, orders_key
-            )
-        return total
+        return self._total_rdp.copy()
 
     def get_privacy_spent(self, delta):
         """Epsilon spent at ``delta``, and the Renyi order attaining it.
@@ -426,7 +429,7 @@ class RDPAccountant:
         check_privacy_params(delta=delta)
         if not self._history:
             return 0.0, float("nan")
-        return rdp_to_epsilon(self.orders, self.rdp, delta)
+        return rdp_to_epsilon(self.orders, self._total_rdp, delta)
 
     def get_epsilon(self, delta):
         """Epsilon spent at ``delta``.
@@ -455,6 +458,7 @@ class RDPAccountant:
         new = RDPAccountant.__new__(RDPAccountant)
         new.orders = self.orders
         new._history = list(self._history)
+        new._total_rdp = self._total_rdp.copy()
         return new
 
     def __copy__(self):
