@@ -7,11 +7,13 @@ the top level.
 
 from . import accounting, mechanisms
 from .exceptions import PrivacyBudgetExceededError, PrivacyLeakWarning
+from .logistic import DPBayesLogReg
 from .preprocessing import GeometricPrivatizer
 
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "DPBayesLogReg",
     "GeometricPrivatizer",
     "PrivacyLeakWarning",
     "PrivacyBudgetExceededError",

@@ -23,7 +23,9 @@ def public_estimator_classes():
 
 # Constructor arguments that keep the checks fast; a class not listed is built
 # with its defaults.
-FAST_PARAMS = {}
+FAST_PARAMS = {
+    "DPBayesLogReg": {"max_iter": 5, "random_state": 0},
+}
 
 # The common checks feed random floats (uniform or Gaussian data shifted to be
 # non-negative, because of the positive_only tag). GeometricPrivatizer

@@ -1,0 +1,338 @@
+"""Acceptance measurements for DPBayesLogReg.
+
+Run from the project root (with the package installed, or ``PYTHONPATH=.``),
+one section or all::
+
+    python benchmarks/bench_logistic.py [reference] [utility] [accounting]
+        [predictive] [speed]
+
+reference   noise-free posterior against a Laplace approximation and a long
+            Metropolis run (n = 2000, d = 10); Adult AUC against scikit-learn's
+            LogisticRegression with the matching L2 penalty
+utility     Adult test AUC and log-loss over 10 random 80/20 splits, for
+            epsilon in {0.1, 0.5, 1, 2, 5, inf}, full batch and stochastic
+accounting  privacy_spent_ against dp-accounting for the utility settings
+predictive  integrated predict_proba against the plug-in (n = 100)
+speed       full-batch fit on 100,000 x 50, 50 iterations, against
+            LogisticRegression(solver="lbfgs"), BLAS limited to 1 and 2 threads
+
+Adult is read from ../shared/data/adult (the section is skipped without it).
+"""
+
+import logging
+import math
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+from scipy import optimize, special
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import log_loss, roc_auc_score
+from sklearn.model_selection import train_test_split
+from threadpoolctl import threadpool_limits
+
+from skprivfact.logistic import DPBayesLogReg
+
+ADULT = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "adult"
+INF = float("inf")
+EPSILONS = [0.1, 0.5, 1.0, 2.0, 5.0, INF]
+DELTA = 1e-5
+N_SPLITS = 10
+STOCHASTIC = {"batch_size": 5200, "max_iter": 25}
+
+
+def load_adult():
+    """One-hot Adult with continuous columns scaled by fixed bounds, norm <= 1."""
+    import pandas as pd
+
+    columns = [
+        "age",
+        "workclass",
+        "fnlwgt",
+        "education",
+        "education-num",
+        "marital-status",
+        "occupation",
+        "relationship",
+        "race",
+        "sex",
+        "capital-gain",
+        "capital-loss",
+        "hours-per-week",
+        "native-country",
+        "income",
+    ]
+    frame = pd.read_csv(
+        ADULT / "adult.data",
+        header=None,
+        names=columns,
+        skipinitialspace=True,
+        na_values="?",
+    )
+    categorical = [
+        "workclass",
+        "education",
+        "marital-status",
+        "occupation",
+        "relationship",
+        "race",
+        "sex",
+        "native-country",
+    ]
+    continuous = np.column_stack(
+        [
+            frame["age"] / 100,
+            frame["education-num"] / 16,
+            np.log1p(frame["capital-gain"]) / np.log1p(1e5),
+            np.log1p(frame["capital-loss"]) / np.log1p(1e4),
+            frame["hours-per-week"] / 100,
+        ]
+    ).clip(0, 1)
+    onehot = pd.get_dummies(frame[categorical].fillna("missing"), dtype=float)
+    # At most 13 entries of at most 1 each: a bound fixed in advance.
+    X = np.hstack([continuous, onehot.to_numpy()]) / math.sqrt(13)
+    y = (frame["income"] == ">50K").to_numpy().astype(int)
+    return X, y
+
+
+def make_problem(n_samples, n_features, *, scale=3.0, seed=0):
+    rng = np.random.RandomState(seed)
+    X = rng.normal(size=(n_samples, n_features)) / math.sqrt(2.0 * n_features)
+    X /= np.maximum(1.0, np.linalg.norm(X, axis=1))[:, np.newaxis]
+    weights = scale * rng.normal(size=n_features)
+    y = (rng.uniform(size=n_samples) < special.expit(X @ weights)).astype(int)
+    return X, y
+
+
+def gaussian_kl(mean_p, cov_p, mean_q, cov_q):
+    inv_q = np.linalg.inv(cov_q)
+    diff = mean_q - mean_p
+    return 0.5 * (
+        np.trace(inv_q @ cov_p)
+        + diff @ inv_q @ diff
+        - mean_p.size
+        + np.linalg.slogdet(cov_q)[1]
+        - np.linalg.slogdet(cov_p)[1]
+    )
+
+
+def negative_log_posterior(w, X, y):
+    logits = X @ w
+    value = -np.sum(y * logits - np.logaddexp(0, logits)) + 0.5 * w @ w
+    return value, -X.T @ (y - special.expit(logits)) + w
+
+
+def metropolis(X, y, start, proposal_cov, n_steps, seed):
+    """Random-walk Metropolis on the exact posterior, w ~ N(0, I)."""
+    rng = np.random.RandomState(seed)
+    chol = np.linalg.cholesky(proposal_cov * 2.38**2 / X.shape[1])
+    current, current_value = start, -negative_log_posterior(start, X, y)[0]
+    samples, accepted = np.empty((n_steps, X.shape[1])), 0
+    for i in range(n_steps):
+        proposal = current + chol @ rng.normal(size=X.shape[1])
+        value = -negative_log_posterior(proposal, X, y)[0]
+        if math.log(rng.uniform()) < value - current_value:
+            current, current_value, accepted = proposal, value, accepted + 1
+        samples[i] = current
+    return samples, accepted / n_steps
+
+
+def section_reference():
+    print("== 1. Noise-free posterior against independent references ==")
+    X, y = make_problem(2000, 10)
+    clf = DPBayesLogReg(
+        epsilon=INF,
+        data_norm=1.0,
+        fit_intercept=False,
+        max_iter=100,
+        prior_shape=1e6,
+        prior_rate=1e6,
+    ).fit(X, y)
+    vb_mean, vb_cov = clf.coef_[0], clf.coef_covariance_
+    result = optimize.minimize(
+        negative_log_posterior,
+        np.zeros(10),
+        args=(X, y),
+        jac=True,
+        method="BFGS",
+        options={"gtol": 1e-10},
+    )
+    p = special.expit(X @ result.x)
+    laplace_cov = np.linalg.inv((X.T * (p * (1 - p))) @ X + np.eye(10))
+    samples, acceptance = metropolis(X, y, result.x, laplace_cov, 200_000, 0)
+    samples = samples[20_000:]
+    mcmc_mean, mcmc_cov = samples.mean(axis=0), np.cov(samples.T)
+    for name, mean, cov in [
+        ("Laplace (scipy BFGS + Hessian)", result.x, laplace_cov),
+        (f"Metropolis, 180k draws, acceptance {acceptance:.2f}", mcmc_mean, mcmc_cov),
+    ]:
+        std = np.sqrt(np.diag(cov))
+        print(
+            f"  VB vs {name}: KL(VB || ref) = {gaussian_kl(vb_mean, vb_cov, mean, cov):.4f}, "
+            f"max |mean error| / sd = {np.max(np.abs(vb_mean - mean) / std):.4f}, "
+            f"max |mean error| = {np.max(np.abs(vb_mean - mean)):.4f}, "
+            f"VB / ref variance: {np.min(np.diag(vb_cov) / std**2):.3f}"
+            f"..{np.max(np.diag(vb_cov) / std**2):.3f}"
+        )
+    if not (ADULT / "adult.data").exists():
+        print("  Adult data absent: skipped")
+        return
+    X, y = load_adult()
+    X_train, X_test, y_train, y_test = train_test_split(
+        X, y, test_size=0.2, stratify=y, random_state=0
+    )
+    clf = DPBayesLogReg(epsilon=INF, data_norm=1.0, max_iter=30).fit(X_train, y_train)
+    # Prior N(0, I / a) on features scaled by sqrt(3)/2: penalty (2a/3)||coef||^2.
+    reference = LogisticRegression(
+        C=3.0 / (4.0 * clf.weight_precision_), max_iter=5000
+    ).fit(X_train, y_train)
+    auc = roc_auc_score(y_test, clf.predict_proba(X_test)[:, 1])
+    reference_auc = roc_auc_score(y_test, reference.predict_proba(X_test)[:, 1])
+    print(
+        f"  Adult ({X.shape[1]} features), split seed 0: AUC DPBayesLogReg(epsilon=inf) "
+        f"{auc:.4f}, LogisticRegression(C={reference.C:.3g}) {reference_auc:.4f}, "
+        f"difference {auc - reference_auc:+.4f}"
+    )
+
+
+def section_utility():
+    print("== 2. Privacy-utility on Adult, 10 splits, delta = 1e-5 ==")
+    if not (ADULT / "adult.data").exists():
+        print("  Adult data absent: skipped")
+        return
+    X, y = load_adult()
+    settings = [
+        ("full batch, max_iter=10", {}),
+        (
+            (
+                f"stochastic, batch_size={STOCHASTIC['batch_size']}, "
+                f"max_iter={STOCHASTIC['max_iter']}"
+            ),
+            STOCHASTIC,
+        ),
+    ]
+    for name, params in settings:
+        print(f"  {name}")
+        for epsilon in EPSILONS:
+            aucs, losses, spent = [], [], []
+            for seed in range(N_SPLITS):
+                X_train, X_test, y_train, y_test = train_test_split(
+                    X, y, test_size=0.2, stratify=y, random_state=seed
+                )
+                clf = DPBayesLogReg(
+                    epsilon=epsilon,
+                    delta=DELTA,
+                    data_norm=1.0,
+                    random_state=seed,
+                    **params,
+                ).fit(X_train, y_train)
+                proba = clf.predict_proba(X_test)[:, 1]
+                aucs.append(roc_auc_score(y_test, proba))
+                losses.append(log_loss(y_test, proba))
+                spent.append(clf.privacy_spent_[0])
+            print(
+                f"    epsilon={epsilon:<4}: AUC {np.mean(aucs):.4f} +- {np.std(aucs):.4f}, "
+                f"log-loss {np.mean(losses):.4f} +- {np.std(losses):.4f}, "
+                f"epsilon spent {max(spent):.4g}, sigma {clf.noise_multiplier_:.3g}",
+                flush=True,
+            )
+
+
+def section_accounting():
+    print("== 3. privacy_spent_ against dp-accounting ==")
+    from dp_accounting import dp_event
+    from dp_accounting.rdp import rdp_privacy_accountant
+
+    logging.getLogger("absl").setLevel(logging.ERROR)
+    X, y = make_problem(26_048, 5)
+    for params in [{}, STOCHASTIC]:
+        for epsilon in EPSILONS[:-1]:
+            clf = DPBayesLogReg(
+                epsilon=epsilon, delta=DELTA, data_norm=1.0, random_state=0, **params
+            ).fit(X, y)
+            event = dp_event.GaussianDpEvent(clf.noise_multiplier_)
+            if clf.sample_rate_ < 1:
+                event = dp_event.PoissonSampledDpEvent(clf.sample_rate_, event)
+            reference = rdp_privacy_accountant.RdpAccountant()
+            reference.compose(event, clf.n_iter_)
+            print(
+                f"  q={clf.sample_rate_:.4f}, steps={clf.n_iter_}, target {epsilon}: "
+                f"sigma {clf.noise_multiplier_:.4g}, privacy_spent_ "
+                f"{clf.privacy_spent_[0]:.5f}, dp-accounting {reference.get_epsilon(DELTA):.5f}, "
+                f"accountant steps {clf.accountant_.steps}"
+            )
+
+
+def section_predictive():
+    print("== 4. Integrated predict_proba against the plug-in, n = 100, d = 10 ==")
+    scale = 3.0
+    for epsilon in [INF, 5.0, 1.0]:
+        differences = []
+        for seed in range(40):
+            X, y = make_problem(1100, 10, scale=scale, seed=seed)
+            clf = DPBayesLogReg(
+                epsilon=epsilon,
+                data_norm=1.0,
+                fit_intercept=False,
+                max_iter=30,
+                prior_shape=1e6,
+                prior_rate=1e6 * scale**2,
+                random_state=seed,
+            ).fit(X[:100], y[:100])
+            integrated = clf.predict_proba(X[100:])[:, 1]
+            plug_in = special.expit(clf.transform(X[100:])[:, 0])
+            differences.append(
+                [log_loss(y[100:], integrated), log_loss(y[100:], plug_in)]
+            )
+        differences = np.array(differences)
+        gain = differences[:, 1] - differences[:, 0]
+        print(
+            f"  epsilon={epsilon}: test log-loss integrated {differences[:, 0].mean():.4f}, "
+            f"plug-in {differences[:, 1].mean():.4f}, gain {gain.mean():+.4f} "
+            f"(standard error {gain.std() / math.sqrt(len(gain)):.4f}, 40 seeds)"
+        )
+
+
+def median_time(function, repeats):
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def section_speed():
+    print("== 7. Speed: 100,000 x 50, 50 full-batch iterations ==")
+    rng = np.random.RandomState(0)
+    X = rng.normal(size=(100_000, 50)) / math.sqrt(100)
+    y = (X @ rng.normal(size=50) * 3 + rng.logistic(size=100_000) > 0).astype(int)
+    ours = DPBayesLogReg(epsilon=1.0, data_norm=1.0, max_iter=50, random_state=0)
+    reference = LogisticRegression(solver="lbfgs")
+    for threads in (1, 2):
+        with threadpool_limits(threads):
+            ours.fit(X, y)  # warm-up
+            ours_time = median_time(lambda: ours.fit(X, y), 3)
+            reference_time = median_time(lambda: reference.fit(X, y), 3)
+        print(
+            f"  BLAS threads {threads}: DPBayesLogReg {ours_time:.3f} s, "
+            f"LogisticRegression(lbfgs, {reference.n_iter_[0]} iterations) "
+            f"{reference_time:.3f} s, ratio {ours_time / reference_time:.1f}  "
+            "(medians of 3)"
+        )
+
+
+SECTIONS = {
+    "reference": section_reference,
+    "utility": section_utility,
+    "accounting": section_accounting,
+    "predictive": section_predictive,
+    "speed": section_speed,
+}
+
+if __name__ == "__main__":
+    warnings.simplefilter("ignore", UserWarning)
+    for name in sys.argv[1:] or SECTIONS:
+        SECTIONS[name]()

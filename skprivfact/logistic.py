@@ -1,0 +1,776 @@
+"""Differentially private Bayesian logistic regression (VIPS, Polya-Gamma VB)."""
+
+import math
+import time
+import warnings
+from numbers import Integral, Real
+
+import numpy as np
+from scipy import linalg, special
+from sklearn.base import ClassifierMixin, TransformerMixin, _fit_context
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.multiclass import check_classification_targets, type_of_target
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .accounting import RDPAccountant, calibrate_noise_multiplier
+from .base import CentralPrivacyEstimator
+from .exceptions import PrivacyLeakWarning
+from .mechanisms import (
+    clip_rows,
+    gaussian_mechanism,
+    gaussian_noise_scales,
+    project_psd,
+)
+
+__all__ = ["DPBayesLogReg"]
+
+# Largest mean of a Polya-Gamma(1, c) variable, attained at c = 0; it bounds
+# each record's second-moment contribution.
+_MAX_EXPECTED_OMEGA = 0.25
+# Below this |c| the series tanh(c/2)/(2c) = 1/4 - c^2/48 + ... is used: the
+# ratio itself loses digits to cancellation near 0.
+_SMALL_LOGIT_SCALE = 1e-4
+# The averaged second moment is floored at this many times the typical
+# spectral radius of the noise it holds, sqrt(n_weights) times its entry std
+# (half the edge of the semicircle law): directions the noise could have
+# created are not trusted beyond it.
+_NOISE_FLOOR_FACTOR = 1.0
+# With an intercept, the constant feature takes this fraction of data_norm and
+# the features the rest of the norm budget, sqrt(1 - 0.5**2) = 0.87: the
+# intercept's statistics are large anyway (every row contributes), and the
+# features keep three quarters of their second-moment signal.
+_INTERCEPT_SHARE = 0.5
+# Step exponent of the second-moment average under noise or subsampling: a
+# compromise between following the posterior and averaging noise away.
+_AUTO_LEARNING_DECAY = 0.8
+# Gauss-Hermite rule for E[sigmoid(m + s * eps)] when s is at most
+# _QUADRATURE_SWITCH_STD: the integrand is analytic in a strip of half-width
+# pi / (sqrt(2) s) >= 2.2, where 48 nodes are accurate to about 1e-12.
+_HERMITE_NODES, _HERMITE_WEIGHTS = np.polynomial.hermite.hermgauss(48)
+_LOG_HERMITE_WEIGHTS = np.log(_HERMITE_WEIGHTS) - 0.5 * math.log(math.pi)
+_QUADRATURE_SWITCH_STD = 1.0
+# For larger s, E[sigmoid(T)] = int sigmoid'(t) Phi((m - t) / s) dt by parts;
+# sigmoid' decays like exp(-|t|) and is analytic in |Im t| < pi, so the
+# trapezoid rule on this grid is exact to about exp(-2 pi^2 / h) and the
+# tails beyond |t| = 60 hold less than exp(-60) of the mass.
+_TRAPEZOID_STEP = 0.25
+_TRAPEZOID_GRID = np.arange(-60.0, 60.0 + _TRAPEZOID_STEP / 2, _TRAPEZOID_STEP)
+_LOG_TRAPEZOID_WEIGHTS = (
+    math.log(_TRAPEZOID_STEP)
+    + special.log_expit(_TRAPEZOID_GRID)
+    + special.log_expit(-_TRAPEZOID_GRID)
+)
+# Rows per chunk in the quadrature, to bound memory (rows x 481 floats).
+_PREDICT_CHUNK = 4096
+
+
+def _expected_polya_gamma(logit_scale):
+    """Mean of the Polya-Gamma(1, c) distribution, ``tanh(c / 2) / (2 c)``.
+
+    Parameters
+    ----------
+    logit_scale : array-like
+        The tilting parameters ``c`` (the root of the expected squared logit).
+
+    Returns
+    -------
+    mean : ndarray
+        ``E[omega]``, in (0, 1/4]; 1/4 at ``c = 0``. Never above 1/4, even
+        after rounding: each record's contribution bound rests on it.
+    """
+    c = np.abs(np.asarray(logit_scale, dtype=np.float64))
+    small = c < _SMALL_LOGIT_SCALE
+    safe = np.where(small, 1.0, c)
+    mean = np.where(small, 0.25 - c * c / 48.0, np.tanh(safe / 2.0) / (2.0 * safe))
+    return np.minimum(mean, _MAX_EXPECTED_OMEGA)
+
+
+def _design_rows(X, data_norm, fit_intercept):
+    """Rows as the model sees them, each of Euclidean norm <= ``data_norm``.
+
+    ``X`` is clipped to ``data_norm``. With an intercept, the row
+    ``[x * sqrt(3) / 2, data_norm / 2]`` carries the constant feature inside
+    the same norm bound (the second clip only absorbs rounding).
+    """
+    rows = clip_rows(X, data_norm)
+    if not fit_intercept:
+        return rows
+    feature_scale, constant = _intercept_split(data_norm)
+    rows = np.hstack([rows * feature_scale, np.full((rows.shape[0], 1), constant)])
+    return clip_rows(rows, data_norm)
+
+
+def _intercept_split(data_norm):
+    """Scale of the features and value of the constant feature."""
+    return math.sqrt(1.0 - _INTERCEPT_SHARE**2), _INTERCEPT_SHARE * data_norm
+
+
+def _coef_scaling(n_features, data_norm, fit_intercept):
+    """Diagonal map from the model's weights to ``(coef, intercept)``."""
+    if not fit_intercept:
+        return np.ones(n_features)
+    feature_scale, constant = _intercept_split(data_norm)
+    scaling = np.full(n_features + 1, feature_scale)
+    scaling[-1] = constant
+    return scaling
+
+
+def _expected_sufficient_statistics(rows, labels, second_moment, work=None):
+    """E-step and the two statistics of one batch, summed over its records.
+
+    Parameters
+    ----------
+    rows : ndarray of shape (n_batch, n_weights)
+        The batch's design rows, each of norm <= data_norm.
+    labels : ndarray of shape (n_batch,)
+        Labels in {0, 1}.
+    second_moment : ndarray of shape (n_weights, n_weights)
+        ``E[w w']`` under the current posterior.
+    work : ndarray of shape (n_batch, n_weights), default=None
+        Scratch space, reused across iterations to spare large allocations.
+
+    Returns
+    -------
+    first_moment_sum : ndarray of shape (n_weights,)
+        ``sum_n (y_n - 1/2) x_n``: each record adds a vector of norm
+        <= data_norm / 2.
+    second_moment_sum : ndarray of shape (n_weights, n_weights)
+        ``sum_n E[omega_n] x_n x_n'``: each record adds a matrix of Frobenius
+        norm ``E[omega_n] ||x_n||^2 <= data_norm^2 / 4``.
+    """
+    if work is None:
+        work = np.empty_like(rows)
+    np.matmul(rows, second_moment, out=work)
+    squared_logit_scale = np.einsum("ij,ij->i", work, rows)
+    omega = _expected_polya_gamma(np.sqrt(np.maximum(squared_logit_scale, 0.0)))
+    first_moment_sum = (labels - 0.5) @ rows
+    np.multiply(rows, omega[:, np.newaxis], out=work)
+    second_moment_sum = work.T @ rows
+    # The product is symmetric only up to rounding.
+    second_moment_sum = (second_moment_sum + second_moment_sum.T) / 2.0
+    return first_moment_sum, second_moment_sum
+
+
+def _gaussian_posterior(precision, shift):
+    """Covariance and mean of N(precision^-1 shift, precision^-1)."""
+    factor = linalg.cho_factor(precision, lower=True)
+    covariance = linalg.cho_solve(factor, np.eye(precision.shape[0]))
+    covariance = (covariance + covariance.T) / 2.0
+    return covariance, linalg.cho_solve(factor, shift)
+
+
+def _released_objective(
+    first_moment_total,
+    second_moment_total,
+    mean,
+    covariance,
+    shape,
+    rate,
+    prior_shape,
+    prior_rate,
+):
+    """The ELBO computable from the released statistics.
+
+    The expected log-likelihood's terms linear and quadratic in the weights,
+    from the noisy statistics, plus the prior terms and the entropies of q(w)
+    and q(a). The Polya-Gamma normalisers, one per record, are not released
+    and are left out, so this is the ELBO up to terms that depend on the
+    records only through the current posterior. It is printed, never used.
+    """
+    n_weights = mean.shape[0]
+    second_moment = covariance + np.outer(mean, mean)
+    expected_precision = shape / rate
+    expected_log_precision = special.digamma(shape) - math.log(rate)
+    log_likelihood = first_moment_total @ mean - 0.5 * np.sum(
+        second_moment_total * second_moment
+    )
+    log_prior_weights = 0.5 * n_weights * (
+        expected_log_precision - math.log(2.0 * math.pi)
+    ) - 0.5 * expected_precision * np.trace(second_moment)
+    log_prior_precision = (
+        prior_shape * math.log(prior_rate)
+        - special.gammaln(prior_shape)
+        + (prior_shape - 1.0) * expected_log_precision
+        - prior_rate * expected_precision
+    )
+    entropy_weights = 0.5 * np.linalg.slogdet(2.0 * math.pi * math.e * covariance)[1]
+    entropy_precision = (
+        shape
+        - math.log(rate)
+        + special.gammaln(shape)
+        + (1.0 - shape) * special.digamma(shape)
+    )
+    return float(
+        log_likelihood
+        + log_prior_weights
+        + log_prior_precision
+        + entropy_weights
+        + entropy_precision
+    )
+
+
+def _fit_vips(
+    rows,
+    labels,
+    *,
+    data_norm,
+    noise_multiplier,
+    sample_rate,
+    max_iter,
+    prior_shape,
+    prior_rate,
+    learning_decay,
+    learning_offset,
+    accountant,
+    random_state,
+    delta=None,
+    verbose=0,
+):
+    """Private variational Bayes for logistic regression (Park et al., Alg. 5).
+
+    Each iteration Poisson-samples a batch with rate ``sample_rate``, computes
+    the two expected sufficient statistics of its records and releases them
+    together as one Gaussian mechanism (one accountant step). The releases
+    enter running averages (uniform for the first moment, step
+    ``(learning_offset + t) ** -learning_decay`` for the second), from which
+    q(w) is computed, and q(a) follows.
+
+    Returns
+    -------
+    mean : ndarray of shape (n_weights,)
+    covariance : ndarray of shape (n_weights, n_weights)
+    shape, rate : float
+        The Gamma posterior of the weight precision ``a``.
+    n_iter : int
+    """
+    n_samples, n_weights = rows.shape
+    first_sensitivity = data_norm / 2.0
+    second_sensitivity = _MAX_EXPECTED_OMEGA * data_norm**2
+    expected_batch_size = sample_rate * n_samples
+    # Noise std of each entry of one release of the second-moment total.
+    second_noise_std = (
+        gaussian_noise_scales(
+            [first_sensitivity, second_sensitivity], noise_multiplier
+        )[1]
+        / sample_rate
+    )
+    identity = np.eye(n_weights)
+
+    shape = prior_shape + n_weights / 2.0
+    rate = prior_rate
+    expected_precision = prior_shape / prior_rate
+    # Running (weighted) averages of the released totals, and the sum of the
+    # squared averaging weights, which scales the noise variance they hold.
+    first_total = np.zeros(n_weights)
+    second_total = np.zeros((n_weights, n_weights))
+    noise_variance_factor = 0.0
+    covariance, mean = _gaussian_posterior(expected_precision * identity, first_total)
+    work = np.empty_like(rows) if sample_rate == 1.0 else None
+    start = time.perf_counter()
+    for iteration in range(1, max_iter + 1):
+        if sample_rate < 1.0:
+            in_batch = random_state.random_sample(n_samples) < sample_rate
+            batch_rows, batch_labels = rows[in_batch], labels[in_batch]
+        else:
+            batch_rows, batch_labels = rows, labels
+        first_sum, second_sum = _expected_sufficient_statistics(
+            batch_rows, batch_labels, covariance + np.outer(mean, mean), work
+        )
+        noisy_first, noisy_second = gaussian_mechanism(
+            [first_sum, second_sum],
+            [first_sensitivity, second_sensitivity],
+            noise_multiplier,
+            symmetric=[False, True],
+            random_state=random_state,
+        )
+        accountant.compose(noise_multiplier, sample_rate, 1)
+
+        # Everything below is post-processing of the release. Per-record
+        # averages over the expected batch size (a constant), scaled to the
+        # whole data set, enter running averages. The first-moment statistic
+        # does not depend on the posterior, so its releases are iid and their
+        # plain mean is the best combination; the second moment does, so its
+        # average follows the posterior with step rho_t.
+        first_total += (
+            n_samples * (noisy_first / expected_batch_size) - first_total
+        ) / iteration
+        step = (learning_offset + iteration) ** -learning_decay
+        second_total = (1.0 - step) * second_total + step * n_samples * (
+            noisy_second / expected_batch_size
+        )
+        noise_variance_factor = (1.0 - step) ** 2 * noise_variance_factor + step**2
+        # The averaged second moment is projected onto the PSD matrices with
+        # eigenvalues at least the typical spectral radius of the noise it
+        # holds, so that no direction is trusted more than the noise allows.
+        floor = (
+            _NOISE_FLOOR_FACTOR
+            * second_noise_std
+            * math.sqrt(noise_variance_factor * n_weights)
+        )
+        second_total_psd = project_psd(second_total, floor)
+        covariance, mean = _gaussian_posterior(
+            expected_precision * identity + second_total_psd, first_total
+        )
+        rate = prior_rate + 0.5 * (np.trace(covariance) + mean @ mean)
+        expected_precision = shape / rate
+        if verbose:
+            objective = _released_objective(
+                first_total,
+                second_total_psd,
+                mean,
+                covariance,
+                shape,
+                rate,
+                prior_shape,
+                prior_rate,
+            )
+            epsilon = accountant.get_epsilon(delta)
+            print(
+                f"iteration {iteration}/{max_iter}: released objective "
+                f"{objective:.4f}, epsilon spent {epsilon:.4g}, "
+                f"{time.perf_counter() - start:.2f} s"
+            )
+    return mean, covariance, shape, rate, max_iter
+
+
+def _log_expected_sigmoid(mean, std):
+    """``log E[sigmoid(T)]`` for ``T ~ N(mean, std^2)``, elementwise.
+
+    Gauss-Hermite quadrature where ``std <= 1``; elsewhere the trapezoid rule
+    over the logistic density of ``E[sigmoid(T)] = E[Phi((mean - L) / std)]``,
+    ``L`` standard logistic. Both sum positive terms in log space.
+    """
+    mean = np.asarray(mean, dtype=np.float64)
+    std = np.asarray(std, dtype=np.float64)
+    out = np.empty(mean.shape)
+    narrow = std <= _QUADRATURE_SWITCH_STD
+    if narrow.any():
+        m, s = mean[narrow], std[narrow]
+        points = m[:, None] + math.sqrt(2.0) * s[:, None] * _HERMITE_NODES[None, :]
+        out[narrow] = special.logsumexp(
+            _LOG_HERMITE_WEIGHTS[None, :] + special.log_expit(points), axis=1
+        )
+    wide = ~narrow
+    if wide.any():
+        m, s = mean[wide], std[wide]
+        values = special.log_ndtr((m[:, None] - _TRAPEZOID_GRID[None, :]) / s[:, None])
+        out[wide] = special.logsumexp(_LOG_TRAPEZOID_WEIGHTS[None, :] + values, axis=1)
+    return np.minimum(out, 0.0)
+
+
+class DPBayesLogReg(ClassifierMixin, TransformerMixin, CentralPrivacyEstimator):
+    """Differentially private Bayesian logistic regression (VIPS).
+
+    Privacy: (epsilon, delta)-differential privacy for adding or removing one
+    labelled row. Each row ``x`` is clipped to Euclidean norm ``data_norm``
+    (with ``fit_intercept``, the row ``[x * sqrt(3) / 2, data_norm / 2]`` is
+    used, so the constant feature lies inside the same bound). Each iteration draws a
+    Poisson-subsampled batch (rate ``q = batch_size / n_samples``, 1 for full
+    batch) and releases the batch's two expected sufficient statistics,
+    ``sum (y - 1/2) x`` (per-record norm at most ``data_norm / 2``) and
+    ``sum E[omega] x x'`` (per-record Frobenius norm at most
+    ``data_norm**2 / 4``, since a Polya-Gamma mean is at most 1/4), together
+    as ONE Gaussian mechanism with per-block noise scaled to each block's
+    sensitivity (:func:`~skprivfact.mechanisms.gaussian_mechanism`); the
+    second-moment noise is a symmetric matrix (Analyze-Gauss) and the result
+    is projected onto the PSD cone, which is post-processing. The noise
+    multiplier is calibrated so that the ``max_iter`` releases, composed by
+    the Renyi-DP accountant for the Poisson-subsampled Gaussian mechanism,
+    spend at most ``(epsilon, delta)``; ``privacy_spent_`` reports what the
+    accountant computed. Everything fitted is post-processing of these
+    releases. Not covered: ``data_norm=None``, which reads the bound off the
+    data (a :class:`~skprivfact.exceptions.PrivacyLeakWarning` is issued and
+    ``data_norm_`` reveals the largest row norm), the number of rows, which
+    is treated as public, as in DP-SGD (it sets the sampling rate), and the
+    two label values (``classes_``).
+    ``epsilon=float("inf")`` runs the same algorithm without noise (with
+    ``learning_decay="auto"``, as plain variational Bayes in full batch).
+
+    The model is ``y ~ Bernoulli(sigmoid(w' x))``, ``w ~ N(0, I / a)``,
+    ``a ~ Gamma(prior_shape, rate=prior_rate)``, fitted by variational Bayes
+    with Polya-Gamma augmentation (Park, Foulds, Chaudhuri and Welling, 2020,
+    section 6): q(w) is Gaussian, q(a) Gamma. Binary classification only (more
+    than two classes is an error); dense input only. The released statistics enter
+    running averages (see ``learning_decay``), which average the noise of
+    the releases away, and the natural parameters of q(w) are computed from
+    them; the averaged second moment is projected onto the positive semi-definite
+    matrices with eigenvalues at least the typical spectral radius of the
+    noise it holds (a data-independent floor), then the prior precision
+    ``E[a]`` is added.
+
+    Parameters
+    ----------
+    epsilon : float, default=1.0
+        Privacy budget of the whole fit, positive; ``float("inf")`` for no
+        noise.
+    delta : float, default=1e-5
+        Privacy parameter delta in (0, 1).
+    data_norm : float, default=None
+        Bound on the Euclidean norm of each row of ``X``; longer rows are
+        clipped to it, in :meth:`fit` and at prediction. None takes the largest
+        row norm of the training data, which leaks it
+        (:class:`~skprivfact.exceptions.PrivacyLeakWarning`).
+    fit_intercept : bool, default=True
+        Whether to add a constant feature (inside the norm bound).
+    max_iter : int, default=10
+        Number of iterations, each one release; the noise is calibrated for
+        this many. Without noise, full-batch variational Bayes has usually
+        converged after 10; the stochastic mode needs several passes over the
+        data (``max_iter * batch_size`` a few times ``n_samples``).
+    batch_size : int, default=None
+        Expected batch size; each iteration keeps each row independently with
+        probability ``batch_size / n_samples``. None (or a value of at least
+        ``n_samples``) uses every row in every iteration.
+    prior_shape : float, default=1.0
+        Shape of the Gamma hyperprior on the weight precision ``a``.
+    prior_rate : float, default=1.0
+        Rate of the Gamma hyperprior on the weight precision ``a``.
+    learning_decay : float or "auto", default="auto"
+        Exponent ``kappa`` in [0, 1] of the step ``rho_t = (learning_offset +
+        t) ** -kappa`` with which the averaged second-moment statistic follows
+        the posterior (the first-moment statistic does not depend on the
+        posterior, and its releases are averaged uniformly). 0 replaces it at
+        every iteration: plain variational Bayes, the fastest to converge
+        without noise. Larger values average more releases, and so more
+        noise, away, at the cost of slower convergence. "auto" is 0 without
+        noise and without subsampling, and 0.8 otherwise.
+    learning_offset : float, default=0.0
+        Offset ``tau_0 >= 0`` of the step; larger values damp the early
+        iterations.
+    verbose : int, default=0
+        Print, per iteration, the objective computable from the releases, the
+        epsilon spent so far and the time elapsed.
+    random_state : int, RandomState instance or None, default=None
+        Source of the batch sampling and the noise.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (2,)
+        The two class labels; the second is the positive class.
+    coef_ : ndarray of shape (1, n_features)
+        Posterior mean of the weights of the features.
+    intercept_ : ndarray of shape (1,)
+        Posterior mean of the intercept (0 without ``fit_intercept``).
+    coef_covariance_ : ndarray of shape (n_coef, n_coef)
+        Posterior covariance of ``(coef_[0], intercept_[0])``: ``n_coef`` is
+        ``n_features + 1`` with the intercept last, or ``n_features`` without
+        ``fit_intercept``.
+    weight_precision_ : float
+        Posterior mean of the weight precision ``a``.
+    weight_precision_shape_ : float
+        Shape of the Gamma posterior of ``a``.
+    weight_precision_rate_ : float
+        Rate of the Gamma posterior of ``a``.
+    data_norm_ : float
+        The norm bound used (``data_norm``, or the one read from the data).
+    noise_multiplier_ : float
+        Noise std of each release relative to its joint sensitivity (0 when
+        ``epsilon`` is infinite).
+    sample_rate_ : float
+        Poisson sampling rate of the batches.
+    learning_decay_ : float
+        The step exponent used (``learning_decay`` with "auto" resolved).
+    privacy_spent_ : tuple of (float, float)
+        ``(epsilon, delta)`` spent, from the accountant.
+    accountant_ : RDPAccountant
+        The accountant, one step per iteration.
+    n_iter_ : int
+        Number of iterations run.
+    n_features_in_ : int
+        Number of features seen during :term:`fit`.
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
+        Names of features seen during :term:`fit`, when ``X`` has string
+        column names.
+
+    See Also
+    --------
+    sklearn.linear_model.LogisticRegression : Non-private, point estimate.
+
+    References
+    ----------
+    M. Park, J. Foulds, K. Chaudhuri and M. Welling, "Variational Bayes in
+    private settings (VIPS)", Journal of Artificial Intelligence Research 68,
+    2020.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skprivfact.logistic import DPBayesLogReg
+    >>> rng = np.random.RandomState(0)
+    >>> X = rng.normal(size=(2000, 3)) / 3
+    >>> y = (X @ [3.0, -2.0, 0.0] + rng.logistic(size=2000) > 0).astype(int)
+    >>> clf = DPBayesLogReg(epsilon=1.0, data_norm=1.0, random_state=0).fit(X, y)
+    >>> clf.predict_proba(X[:2]).shape
+    (2, 2)
+    >>> round(clf.privacy_spent_[0], 2) <= 1.0
+    True
+    """
+
+    _parameter_constraints: dict = {
+        **CentralPrivacyEstimator._parameter_constraints,
+        "data_norm": [Interval(Real, 0, None, closed="neither"), None],
+        "fit_intercept": ["boolean"],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "batch_size": [Interval(Integral, 1, None, closed="left"), None],
+        "prior_shape": [Interval(Real, 0, None, closed="neither")],
+        "prior_rate": [Interval(Real, 0, None, closed="neither")],
+        "learning_decay": [Interval(Real, 0, 1, closed="both"), StrOptions({"auto"})],
+        "learning_offset": [Interval(Real, 0, None, closed="left")],
+        "verbose": ["verbose"],
+        "random_state": ["random_state"],
+    }
+
+    def __init__(
+        self,
+        *,
+        epsilon=1.0,
+        delta=1e-5,
+        data_norm=None,
+        fit_intercept=True,
+        max_iter=10,
+        batch_size=None,
+        prior_shape=1.0,
+        prior_rate=1.0,
+        learning_decay="auto",
+        learning_offset=0.0,
+        verbose=0,
+        random_state=None,
+    ):
+        self.epsilon = epsilon
+        self.delta = delta
+        self.data_norm = data_norm
+        self.fit_intercept = fit_intercept
+        self.max_iter = max_iter
+        self.batch_size = batch_size
+        self.prior_shape = prior_shape
+        self.prior_rate = prior_rate
+        self.learning_decay = learning_decay
+        self.learning_offset = learning_offset
+        self.verbose = verbose
+        self.random_state = random_state
+
+    def _check_labels(self, y):
+        check_classification_targets(y)
+        classes = np.unique(y)
+        if classes.size < 2:
+            raise ValueError(
+                f"{type(self).__name__} needs samples of two classes; y holds one "
+                f"class only: {classes.tolist()!r}."
+            )
+        y_type = type_of_target(y, input_name="y")
+        if y_type != "binary":
+            raise ValueError(
+                "Only binary classification is supported. The type of the target "
+                f"is {y_type}, with {classes.size} classes."
+            )
+        return classes
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y):
+        """Fit the private variational posterior.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training rows (dense). Rows longer than ``data_norm`` are clipped.
+        y : array-like of shape (n_samples,)
+            Binary labels, of any two values.
+
+        Returns
+        -------
+        self : DPBayesLogReg
+            The fitted estimator.
+        """
+        X, y = validate_data(
+            self, X, y, dtype=[np.float64, np.float32], y_numeric=False
+        )
+        self.classes_ = self._check_labels(y)
+        labels = (y == self.classes_[1]).astype(np.float64)
+        X = np.asarray(X, dtype=np.float64)
+
+        if self.data_norm is None:
+            warnings.warn(
+                "data_norm is None: the largest row norm of X is used as the norm "
+                "bound. This reveals that norm and is not covered by the privacy "
+                "guarantee; set data_norm to a bound fixed independently of the "
+                "data.",
+                PrivacyLeakWarning,
+            )
+            largest = float(np.max(np.linalg.norm(X, axis=1)))
+            self.data_norm_ = largest if largest > 0 else 1.0
+        else:
+            self.data_norm_ = float(self.data_norm)
+
+        n_samples = X.shape[0]
+        if self.batch_size is None or self.batch_size >= n_samples:
+            self.sample_rate_ = 1.0
+        else:
+            self.sample_rate_ = self.batch_size / n_samples
+        if math.isinf(self.epsilon):
+            self.noise_multiplier_ = 0.0
+        else:
+            self.noise_multiplier_ = calibrate_noise_multiplier(
+                self.epsilon,
+                self.delta,
+                sample_rate=self.sample_rate_,
+                steps=self.max_iter,
+            )
+
+        if self.learning_decay == "auto":
+            noise_free = self.noise_multiplier_ == 0 and self.sample_rate_ == 1.0
+            self.learning_decay_ = 0.0 if noise_free else _AUTO_LEARNING_DECAY
+        else:
+            self.learning_decay_ = float(self.learning_decay)
+
+        rows = _design_rows(X, self.data_norm_, self.fit_intercept)
+        self.accountant_ = RDPAccountant()
+        mean, covariance, shape, rate, self.n_iter_ = _fit_vips(
+            rows,
+            labels,
+            data_norm=self.data_norm_,
+            noise_multiplier=self.noise_multiplier_,
+            sample_rate=self.sample_rate_,
+            max_iter=self.max_iter,
+            prior_shape=self.prior_shape,
+            prior_rate=self.prior_rate,
+            learning_decay=self.learning_decay_,
+            learning_offset=self.learning_offset,
+            accountant=self.accountant_,
+            random_state=check_random_state(self.random_state),
+            delta=self.delta,
+            verbose=self.verbose,
+        )
+        scaling = _coef_scaling(X.shape[1], self.data_norm_, self.fit_intercept)
+        coef = scaling * mean
+        self.coef_covariance_ = covariance * np.outer(scaling, scaling)
+        n_features = X.shape[1]
+        self.coef_ = coef[np.newaxis, :n_features]
+        self.intercept_ = np.array([coef[n_features] if self.fit_intercept else 0.0])
+        self.weight_precision_shape_ = float(shape)
+        self.weight_precision_rate_ = float(rate)
+        self.weight_precision_ = float(shape / rate)
+        self.privacy_spent_ = (
+            float(self.accountant_.get_epsilon(self.delta)),
+            self.delta,
+        )
+        return self
+
+    def transform(self, X):
+        """Posterior mean and standard deviation of the logit of each row.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Rows, clipped to ``data_norm_`` as in :meth:`fit`.
+
+        Returns
+        -------
+        logit_moments : ndarray of shape (n_samples, 2)
+            Column 0 the posterior mean of ``w' x``, column 1 its standard
+            deviation.
+        """
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        X = clip_rows(np.asarray(X, dtype=np.float64), self.data_norm_)
+        mean = X @ self.coef_[0] + self.intercept_[0]
+        if self.fit_intercept:
+            X = np.hstack([X, np.ones((X.shape[0], 1))])
+        variance = np.einsum("ij,ij->i", X @ self.coef_covariance_, X)
+        return np.column_stack([mean, np.sqrt(np.maximum(variance, 0.0))])
+
+    def _log_proba(self, X):
+        moments = self.transform(X)
+        log_positive = np.empty(moments.shape[0])
+        log_negative = np.empty(moments.shape[0])
+        for start in range(0, moments.shape[0], _PREDICT_CHUNK):
+            chunk = moments[start : start + _PREDICT_CHUNK]
+            log_positive[start : start + _PREDICT_CHUNK] = _log_expected_sigmoid(
+                chunk[:, 0], chunk[:, 1]
+            )
+            log_negative[start : start + _PREDICT_CHUNK] = _log_expected_sigmoid(
+                -chunk[:, 0], chunk[:, 1]
+            )
+        return log_negative, log_positive
+
+    def predict_log_proba(self, X):
+        """Log of :meth:`predict_proba`.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Rows.
+
+        Returns
+        -------
+        log_proba : ndarray of shape (n_samples, 2)
+            Log-probabilities of ``classes_``.
+        """
+        log_negative, log_positive = self._log_proba(X)
+        log_total = np.logaddexp(log_negative, log_positive)
+        return np.column_stack([log_negative - log_total, log_positive - log_total])
+
+    def predict_proba(self, X):
+        """Posterior predictive class probabilities.
+
+        The logistic function is integrated over the Gaussian posterior of the
+        logit, ``E[sigmoid(w' x)]`` (numerical quadrature), rather than
+        evaluated at the posterior mean: uncertain rows get probabilities
+        closer to 1/2.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Rows.
+
+        Returns
+        -------
+        proba : ndarray of shape (n_samples, 2)
+            Probabilities of ``classes_``; rows sum to 1.
+        """
+        return np.exp(self.predict_log_proba(X))
+
+    def decision_function(self, X):
+        """Compute the log-odds of the posterior predictive of ``classes_[1]``.
+
+        ``log(p / (1 - p))`` with ``p`` from :meth:`predict_proba`: positive
+        exactly where the posterior mean of the logit is positive, and smaller
+        in magnitude than that mean where the posterior is uncertain.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Rows.
+
+        Returns
+        -------
+        scores : ndarray of shape (n_samples,)
+            The predictive log-odds.
+        """
+        log_negative, log_positive = self._log_proba(X)
+        return log_positive - log_negative
+
+    def predict(self, X):
+        """Predict the class of each row (the more probable one).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Rows.
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,)
+            Labels from ``classes_``.
+        """
+        positive = self.decision_function(X) > 0
+        return self.classes_[positive.astype(int)]
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False
+        # Noise costs accuracy on the small data sets of generic checks.
+        tags.classifier_tags.poor_score = not (
+            isinstance(self.epsilon, Real) and math.isinf(self.epsilon)
+        )
+        return tags

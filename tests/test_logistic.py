@@ -1,0 +1,597 @@
+"""Tests of skprivfact.logistic: DPBayesLogReg and its kernels."""
+
+import io
+import logging
+import math
+import pickle
+from contextlib import redirect_stdout
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy import integrate, optimize, special, stats
+from sklearn.base import clone
+from sklearn.model_selection import GridSearchCV
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from skprivfact import logistic
+from skprivfact.accounting import calibrate_noise_multiplier
+from skprivfact.exceptions import PrivacyLeakWarning
+from skprivfact.logistic import (
+    DPBayesLogReg,
+    _design_rows,
+    _expected_polya_gamma,
+    _expected_sufficient_statistics,
+    _log_expected_sigmoid,
+)
+
+INF = float("inf")
+
+
+def make_problem(n_samples, n_features, *, intercept=0.0, scale=3.0, seed=0):
+    """Rows of norm below 1 and labels from a known logistic model."""
+    rng = np.random.RandomState(seed)
+    X = rng.normal(size=(n_samples, n_features)) / math.sqrt(2.0 * n_features)
+    X /= np.maximum(1.0, np.linalg.norm(X, axis=1))[:, np.newaxis]
+    weights = scale * rng.normal(size=n_features)
+    logits = X @ weights + intercept
+    y = (rng.uniform(size=n_samples) < special.expit(logits)).astype(int)
+    return X, y, weights
+
+
+# Kernels ---------------------------------------------------------------------
+
+
+def test_expected_polya_gamma_matches_the_series_definition():
+    # omega ~ PG(1, c) is sum_k g_k / (2 pi^2 ((k - 1/2)^2 + c^2 / (4 pi^2)))
+    # with g_k ~ Exp(1) (Polson, Scott and Windle 2013), so its mean is the
+    # series below; its tail beyond K terms is about 1 / (2 pi^2 K).
+    k = np.arange(1, 2_000_001, dtype=float)
+    for c in [0.0, 1e-6, 1e-3, 0.5, 2.0, 10.0, 50.0]:
+        series = np.sum(1.0 / ((k - 0.5) ** 2 + c**2 / (4 * math.pi**2))) / (
+            2 * math.pi**2
+        )
+        series += 1.0 / (2 * math.pi**2 * k[-1])
+        assert _expected_polya_gamma(c) == pytest.approx(series, rel=1e-6)
+    assert _expected_polya_gamma(0.0) == 0.25
+    values = _expected_polya_gamma(np.linspace(0, 1e-3, 10_001))
+    assert np.all(values <= 0.25)
+
+
+@pytest.mark.parametrize("mean", [-40.0, -5.0, -0.3, 0.0, 2.0, 12.0])
+@pytest.mark.parametrize("std", [0.0, 0.2, 1.0, 1.0 + 1e-9, 3.0, 30.0])
+def test_log_expected_sigmoid_matches_adaptive_quadrature(mean, std):
+    if std == 0:
+        reference = special.expit(mean)
+    else:
+        reference = integrate.quad(
+            lambda t: special.expit(t) * stats.norm.pdf(t, mean, std),
+            mean - 12 * std,
+            mean + 12 * std,
+            points=[0.0] if abs(mean) < 12 * std else None,
+            epsabs=0,
+            epsrel=1e-12,
+            limit=400,
+        )[0]
+    value = np.exp(_log_expected_sigmoid(np.array([mean]), np.array([std])))[0]
+    assert value == pytest.approx(reference, rel=1e-8, abs=1e-300)
+
+
+def test_design_rows_bound_every_record_contribution():
+    rng = np.random.RandomState(0)
+    data_norm = 0.7
+    X = np.vstack(
+        [
+            rng.normal(size=(50, 4)) * 1e6,
+            rng.normal(size=(50, 4)) * 1e-3,
+            np.full((1, 4), data_norm / 2.0),  # norm exactly data_norm
+            np.zeros((1, 4)),
+        ]
+    )
+    labels = np.arange(X.shape[0]) % 2
+    for fit_intercept in (True, False):
+        rows = _design_rows(X, data_norm, fit_intercept)
+        assert np.all(np.linalg.norm(rows, axis=1) <= data_norm)
+        if fit_intercept:
+            np.testing.assert_allclose(rows[:, -1], data_norm / 2.0)
+        # E[omega] is largest (1/4) when the second moment is zero.
+        for second_moment in (np.zeros((rows.shape[1],) * 2), np.eye(rows.shape[1])):
+            for i in range(X.shape[0]):
+                first, second = _expected_sufficient_statistics(
+                    rows[i : i + 1], labels[i : i + 1].astype(float), second_moment
+                )
+                assert np.linalg.norm(first) <= data_norm / 2.0
+                assert np.linalg.norm(second) <= data_norm**2 / 4.0 * (1 + 1e-15)
+
+
+# Exactness without noise -------------------------------------------------------
+
+
+def reference_variational_bayes(X, y, prior_shape, prior_rate, n_iter):
+    """Plain Jaakkola-Jordan variational Bayes, written from the textbook.
+
+    lambda(xi) = tanh(xi / 2) / (4 xi); S^-1 = E[a] I + 2 sum lambda(xi_n) x_n x_n',
+    m = S sum (y_n - 1/2) x_n, xi_n^2 = x_n'(S + m m') x_n; q(a) Gamma.
+    """
+    n_features = X.shape[1]
+    expected_a = prior_shape / prior_rate
+    S, m = np.eye(n_features) / expected_a, np.zeros(n_features)
+    for _ in range(n_iter):
+        xi = np.sqrt(np.array([x @ (S + np.outer(m, m)) @ x for x in X]))
+        lam = np.where(xi > 0, np.tanh(xi / 2) / (4 * np.where(xi > 0, xi, 1)), 1 / 8)
+        precision = expected_a * np.eye(n_features) + 2 * (X.T * lam) @ X
+        S = np.linalg.inv(precision)
+        m = S @ ((y - 0.5) @ X)
+        shape = prior_shape + n_features / 2
+        rate = prior_rate + 0.5 * (np.trace(S) + m @ m)
+        expected_a = shape / rate
+    return m, S, shape, rate
+
+
+def test_noise_free_fit_is_plain_variational_bayes():
+    X, y, _ = make_problem(300, 4)
+    clf = DPBayesLogReg(
+        epsilon=INF,
+        data_norm=1.0,
+        fit_intercept=False,
+        max_iter=15,
+        learning_decay=0.0,
+        prior_shape=2.0,
+        prior_rate=0.5,
+    ).fit(X, y)
+    m, S, shape, rate = reference_variational_bayes(X, y, 2.0, 0.5, 15)
+    np.testing.assert_allclose(clf.coef_[0], m, rtol=1e-9)
+    np.testing.assert_allclose(clf.coef_covariance_, S, rtol=1e-9)
+    assert clf.weight_precision_shape_ == pytest.approx(shape)
+    assert clf.weight_precision_rate_ == pytest.approx(rate, rel=1e-9)
+
+
+def laplace_approximation(X, y, prior_precision):
+    """MAP weights and inverse Hessian of the negative log-posterior (scipy)."""
+
+    def objective(w):
+        logits = X @ w
+        value = -np.sum(y * logits - np.logaddexp(0, logits)) + 0.5 * w @ (
+            prior_precision * w
+        )
+        gradient = -X.T @ (y - special.expit(logits)) + prior_precision * w
+        return value, gradient
+
+    result = optimize.minimize(
+        objective,
+        np.zeros(X.shape[1]),
+        jac=True,
+        method="BFGS",
+        options={"gtol": 1e-10},
+    )
+    p = special.expit(X @ result.x)
+    hessian = (X.T * (p * (1 - p))) @ X + np.diag(prior_precision)
+    return result.x, np.linalg.inv(hessian)
+
+
+def gaussian_kl(mean_p, cov_p, mean_q, cov_q):
+    d = mean_p.size
+    inv_q = np.linalg.inv(cov_q)
+    diff = mean_q - mean_p
+    return 0.5 * (
+        np.trace(inv_q @ cov_p)
+        + diff @ inv_q @ diff
+        - d
+        + np.linalg.slogdet(cov_q)[1]
+        - np.linalg.slogdet(cov_p)[1]
+    )
+
+
+@pytest.mark.parametrize("fit_intercept", [False, True])
+def test_noise_free_posterior_matches_laplace_approximation(fit_intercept):
+    # A Gamma(1e6, 1e6) hyperprior pins the weight precision a to 1, so the
+    # model is y ~ Bernoulli(sigmoid(w' z)), w ~ N(0, I) on the design rows
+    # z; in (coef, intercept) coordinates the prior precision is 1 / scale^2.
+    X, y, _ = make_problem(2000, 10, intercept=-0.5 if fit_intercept else 0.0)
+    clf = DPBayesLogReg(
+        epsilon=INF,
+        data_norm=1.0,
+        fit_intercept=fit_intercept,
+        max_iter=100,
+        learning_decay=0.0,
+        prior_shape=1e6,
+        prior_rate=1e6,
+    ).fit(X, y)
+    if fit_intercept:
+        features = np.hstack([X, np.ones((X.shape[0], 1))])
+        scale = np.r_[np.full(10, math.sqrt(0.75)), 0.5]
+        prior_precision = 1.0 / scale**2
+        vb_mean = np.r_[clf.coef_[0], clf.intercept_]
+    else:
+        features, prior_precision, vb_mean = X, np.ones(10), clf.coef_[0]
+    laplace_mean, laplace_cov = laplace_approximation(features, y, prior_precision)
+    std = np.sqrt(np.diag(laplace_cov))
+    # Both are Gaussian approximations of a posterior that is close to
+    # Gaussian at n = 2000: the means agree to a small fraction of its spread.
+    assert np.max(np.abs(vb_mean - laplace_mean) / std) < 0.1
+    # The Jaakkola-Jordan bound behind Polya-Gamma VB is known to understate
+    # the posterior variance (Bishop 2006, section 10.6): smaller, not wildly.
+    variance_ratio = np.diag(clf.coef_covariance_) / std**2
+    assert np.all((variance_ratio > 0.5) & (variance_ratio < 1.0 + 1e-6))
+    assert gaussian_kl(vb_mean, clf.coef_covariance_, laplace_mean, laplace_cov) < 0.5
+
+
+def test_noise_free_full_batch_ignores_random_state():
+    X, y, _ = make_problem(200, 3)
+    a = DPBayesLogReg(epsilon=INF, data_norm=1.0, random_state=0).fit(X, y)
+    b = DPBayesLogReg(epsilon=INF, data_norm=1.0, random_state=1).fit(X, y)
+    np.testing.assert_array_equal(a.coef_, b.coef_)
+    assert a.noise_multiplier_ == 0.0
+    assert a.privacy_spent_ == (INF, 1e-5)
+
+
+def test_noise_free_stochastic_mode_approaches_full_batch():
+    X, y, _ = make_problem(2000, 5)
+    full = DPBayesLogReg(epsilon=INF, data_norm=1.0, max_iter=60).fit(X, y)
+    assert full.learning_decay_ == 0.0
+    stochastic = DPBayesLogReg(
+        epsilon=INF,
+        data_norm=1.0,
+        batch_size=400,
+        max_iter=300,
+        random_state=0,
+    ).fit(X, y)
+    assert stochastic.sample_rate_ == pytest.approx(0.2)
+    std = np.sqrt(np.diag(full.coef_covariance_))[:5]
+    # A batch estimate of the totals has about (1 - q) / q = 4 times the
+    # posterior variance; averaged over the last ~300**0.8 = 96 batches, the
+    # mean is off by about sqrt(4 / 96) = 0.2 posterior sd per coordinate,
+    # plus what remains of the start (the step decays slowly).
+    assert stochastic.learning_decay_ == 0.8
+    assert np.max(np.abs(stochastic.coef_[0] - full.coef_[0]) / std) < 1.0
+
+
+# Privacy ---------------------------------------------------------------------
+
+
+class RecordingMechanism:
+    """Wraps gaussian_mechanism and keeps its arguments and noisy output."""
+
+    def __init__(self, mechanism):
+        self.mechanism = mechanism
+        self.calls = []
+
+    def __call__(self, blocks, sensitivities, noise_multiplier, **kwargs):
+        noisy = self.mechanism(blocks, sensitivities, noise_multiplier, **kwargs)
+        self.calls.append(
+            {
+                "blocks": [np.array(b) for b in blocks],
+                "noisy": noisy,
+                "sensitivities": list(sensitivities),
+                "noise_multiplier": noise_multiplier,
+                "symmetric": kwargs.get("symmetric"),
+            }
+        )
+        return noisy
+
+
+@pytest.fixture
+def recording(monkeypatch):
+    recorder = RecordingMechanism(logistic.gaussian_mechanism)
+    monkeypatch.setattr(logistic, "gaussian_mechanism", recorder)
+    return recorder
+
+
+@pytest.mark.parametrize("batch_size", [None, 100])
+def test_each_iteration_is_one_joint_release_and_one_accountant_step(
+    recording, batch_size
+):
+    X, y, _ = make_problem(500, 3)
+    data_norm = 0.8
+    clf = DPBayesLogReg(
+        epsilon=1.0,
+        data_norm=data_norm,
+        max_iter=12,
+        batch_size=batch_size,
+        random_state=0,
+    ).fit(X, y)
+    sample_rate = 1.0 if batch_size is None else batch_size / 500
+    assert len(recording.calls) == 12
+    for call in recording.calls:
+        assert call["sensitivities"] == [data_norm / 2, data_norm**2 / 4]
+        assert call["noise_multiplier"] == clf.noise_multiplier_
+        assert call["symmetric"] == [False, True]
+    # One step per release, with the joint noise multiplier: composing the
+    # two blocks as separate steps would show 24 steps here.
+    assert clf.accountant_.history == [(clf.noise_multiplier_, sample_rate, 1)] * 12
+    assert clf.noise_multiplier_ == calibrate_noise_multiplier(
+        1.0, 1e-5, sample_rate=sample_rate, steps=12
+    )
+    assert 0.99 <= clf.privacy_spent_[0] <= 1.0
+
+
+@pytest.mark.parametrize("batch_size", [None, 50])
+def test_privacy_spent_matches_dp_accounting(batch_size):
+    pytest.importorskip("dp_accounting")
+    from dp_accounting import dp_event
+    from dp_accounting.rdp import rdp_privacy_accountant
+
+    logging.getLogger("absl").setLevel(logging.ERROR)
+    X, y, _ = make_problem(1000, 3)
+    clf = DPBayesLogReg(
+        epsilon=0.7,
+        delta=1e-6,
+        data_norm=1.0,
+        max_iter=30,
+        batch_size=batch_size,
+        random_state=0,
+    ).fit(X, y)
+    event = dp_event.GaussianDpEvent(clf.noise_multiplier_)
+    if batch_size is not None:
+        event = dp_event.PoissonSampledDpEvent(batch_size / 1000, event)
+    reference = rdp_privacy_accountant.RdpAccountant()
+    reference.compose(event, 30)
+    expected = reference.get_epsilon(1e-6)
+    # The same RDP bound; the orders differ (ours is a finer grid), which moves
+    # the converted epsilon by well under 1%.
+    assert clf.privacy_spent_[0] == pytest.approx(expected, rel=1e-2)
+    assert clf.privacy_spent_[0] <= 0.7
+
+
+def test_released_noise_has_the_joint_scale(recording):
+    # With k = 2 blocks, block i gets noise std sigma * sqrt(2) * Delta_i.
+    X, y, _ = make_problem(200, 4)
+    data_norm = 2.0
+    clf = DPBayesLogReg(
+        epsilon=2.0, data_norm=data_norm, max_iter=300, random_state=0
+    ).fit(X, y)
+    first_noise = np.concatenate(
+        [c["noisy"][0] - c["blocks"][0] for c in recording.calls]
+    )
+    second_noise = np.stack([c["noisy"][1] - c["blocks"][1] for c in recording.calls])
+    for noise in second_noise:
+        np.testing.assert_array_equal(noise, noise.T)
+    upper_rows, upper_cols = np.triu_indices(5)
+    upper = second_noise[:, upper_rows, upper_cols].ravel()
+    sigma = clf.noise_multiplier_ * math.sqrt(2)
+    for values, expected_std in [
+        (first_noise, sigma * data_norm / 2),
+        (upper, sigma * data_norm**2 / 4),
+    ]:
+        # The sample variance of m normal draws is within 5 standard errors
+        # (sqrt(2 / m)) of the truth except with probability below 1e-6.
+        ratio = np.mean(values**2) / expected_std**2
+        assert abs(ratio - 1) < 5 * math.sqrt(2 / values.size)
+
+
+def test_data_norm_none_warns_and_records_the_leaked_bound():
+    X, y, _ = make_problem(100, 3)
+    X[0] *= 5
+    with pytest.warns(PrivacyLeakWarning, match="data_norm is None"):
+        clf = DPBayesLogReg(max_iter=3, random_state=0).fit(X, y)
+    assert clf.data_norm_ == pytest.approx(np.linalg.norm(X, axis=1).max())
+
+
+def test_private_fit_recovers_the_signal_at_moderate_epsilon():
+    X, y, weights = make_problem(20_000, 5, intercept=-0.5, seed=3)
+    noise_free = DPBayesLogReg(epsilon=INF, data_norm=1.0).fit(X, y)
+    private = DPBayesLogReg(epsilon=2.0, data_norm=1.0, random_state=0).fit(X, y)
+    correlation = np.corrcoef(private.coef_[0], weights)[0, 1]
+    assert correlation > 0.95
+    agreement = np.mean(private.predict(X) == noise_free.predict(X))
+    assert agreement > 0.95
+
+
+# Prediction ------------------------------------------------------------------
+
+
+def test_integrated_probabilities_beat_the_plug_in_on_small_data():
+    # A well-specified model: weights drawn from the prior N(0, scale^2 I),
+    # whose precision the Gamma(1e6, 1e6 scale^2) hyperprior pins. The
+    # posterior predictive is then the better forecast in expectation.
+    scale, differences = 3.0, []
+    for seed in range(40):
+        X, y, _ = make_problem(1100, 10, scale=scale, seed=seed)
+        train, test = slice(0, 100), slice(100, None)
+        clf = DPBayesLogReg(
+            epsilon=INF,
+            data_norm=1.0,
+            fit_intercept=False,
+            max_iter=30,
+            learning_decay=0.0,
+            prior_shape=1e6,
+            prior_rate=1e6 * scale**2,
+        ).fit(X[train], y[train])
+        integrated = clf.predict_proba(X[test])[:, 1]
+        plug_in = special.expit(clf.transform(X[test])[:, 0])
+        differences.append(
+            np.mean(stats.bernoulli.logpmf(y[test], integrated))
+            - np.mean(stats.bernoulli.logpmf(y[test], plug_in))
+        )
+    # Mean gain in held-out log-likelihood, at least two standard errors.
+    assert np.mean(differences) > 2 * np.std(differences) / math.sqrt(40)
+
+
+def test_prediction_methods_agree():
+    X, y, _ = make_problem(300, 3, intercept=0.4)
+    labels = np.array(["no", "yes"])[y]
+    clf = DPBayesLogReg(epsilon=1.0, data_norm=1.0, random_state=0).fit(X, labels)
+    np.testing.assert_array_equal(clf.classes_, ["no", "yes"])
+    proba = clf.predict_proba(X)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    np.testing.assert_allclose(np.log(proba), clf.predict_log_proba(X), rtol=1e-10)
+    decision = clf.decision_function(X)
+    np.testing.assert_allclose(decision, np.log(proba[:, 1] / proba[:, 0]), atol=1e-9)
+    np.testing.assert_array_equal(clf.predict(X), np.where(decision > 0, "yes", "no"))
+    moments = clf.transform(X)
+    assert moments.shape == (300, 2) and np.all(moments[:, 1] > 0)
+    np.testing.assert_allclose(moments[:, 0], X @ clf.coef_[0] + clf.intercept_[0])
+    # The predictive log-odds shrink the mean logit towards 0, sign kept.
+    assert np.all(np.abs(decision) <= np.abs(moments[:, 0]) + 1e-12)
+    assert np.all(np.sign(decision) == np.sign(moments[:, 0]))
+    assert clf.score(X, labels) == np.mean(clf.predict(X) == labels)
+
+
+def test_verbose_reports_epsilon_spent():
+    X, y, _ = make_problem(100, 2)
+    buffer = io.StringIO()
+    with redirect_stdout(buffer):
+        DPBayesLogReg(data_norm=1.0, max_iter=3, verbose=1, random_state=0).fit(X, y)
+    lines = buffer.getvalue().splitlines()
+    assert len(lines) == 3
+    assert "iteration 3/3" in lines[-1] and "epsilon spent" in lines[-1]
+
+
+# scikit-learn compatibility ----------------------------------------------------
+
+
+# The generic checks fit without a data_norm, which warns by design.
+@pytest.mark.filterwarnings("ignore::skprivfact.exceptions.PrivacyLeakWarning")
+@parametrize_with_checks(
+    [
+        DPBayesLogReg(epsilon=1.0, max_iter=5, random_state=0),
+        DPBayesLogReg(epsilon=INF, max_iter=5, random_state=0),
+    ]
+)
+def test_sklearn_compatible_estimator(estimator, check):
+    check(estimator)
+
+
+def test_pickle_clone_and_grid_search():
+    X, y, _ = make_problem(600, 3)
+    clf = DPBayesLogReg(data_norm=1.0, random_state=0).fit(X, y)
+    restored = pickle.loads(pickle.dumps(clf))
+    np.testing.assert_array_equal(restored.predict_proba(X), clf.predict_proba(X))
+    assert restored.accountant_.history == clf.accountant_.history
+    cloned = clone(clf)
+    assert cloned.get_params() == clf.get_params()
+    assert not hasattr(cloned, "coef_")
+    search = GridSearchCV(
+        DPBayesLogReg(data_norm=1.0, random_state=0),
+        {"epsilon": [0.1, 1.0, INF]},
+        scoring="roc_auc",
+        cv=3,
+    ).fit(X, y)
+    scores = search.cv_results_["mean_test_score"]
+    assert scores.shape == (3,) and np.all((scores > 0.5) & (scores <= 1))
+    assert search.best_params_["epsilon"] in (1.0, INF)
+
+
+# Bad input -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        ({"data_norm": 0.0}, "data_norm"),
+        ({"data_norm": -1.0}, "data_norm"),
+        ({"data_norm": INF}, "data_norm"),
+        ({"epsilon": 0.0}, "epsilon"),
+        ({"delta": 1.0}, "delta"),
+        ({"max_iter": 0}, "max_iter"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"learning_decay": 1.5}, "learning_decay"),
+    ],
+)
+def test_bad_parameters_are_rejected(params, match):
+    X, y, _ = make_problem(50, 2)
+    with pytest.raises(ValueError, match=match):
+        DPBayesLogReg(**params).fit(X, y)
+
+
+def test_bad_input_is_rejected():
+    X, y, _ = make_problem(60, 2)
+    clf = DPBayesLogReg(data_norm=1.0, max_iter=2)
+    with pytest.raises(ValueError, match="Only binary classification is supported"):
+        clf.fit(X, np.arange(60) % 3)
+    with pytest.raises(ValueError, match="one class only"):
+        clf.fit(X, np.ones(60))
+    with pytest.raises(ValueError, match="Unknown label type"):
+        clf.fit(X, np.linspace(0, 1, 60))
+    for bad in (np.nan, np.inf):
+        X_bad = X.copy()
+        X_bad[3, 1] = bad
+        with pytest.raises(ValueError, match="Input X contains (NaN|infinity)"):
+            clf.fit(X_bad, y)
+    with pytest.raises(TypeError, match="Sparse data was passed"):
+        clf.fit(sp.csr_matrix(X), y)
+    clf.fit(X, y)
+    with pytest.raises(TypeError, match="Sparse data was passed"):
+        clf.predict(sp.csr_matrix(X))
+    with pytest.raises(ValueError, match="features"):
+        clf.predict(X[:, :1])
+
+
+# Data ------------------------------------------------------------------------
+
+ADULT = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "adult"
+
+
+@pytest.mark.skipif(not (ADULT / "adult.data").exists(), reason="Adult data absent")
+def test_adult_noise_free_matches_logistic_regression():
+    pd = pytest.importorskip("pandas")
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import roc_auc_score
+    from sklearn.model_selection import train_test_split
+
+    X, y = load_adult(pd)
+    X_train, X_test, y_train, y_test = train_test_split(
+        X, y, test_size=0.2, stratify=y, random_state=0
+    )
+    clf = DPBayesLogReg(epsilon=INF, data_norm=1.0, max_iter=15).fit(X_train, y_train)
+    # The matching L2 penalty: the prior w ~ N(0, I / a) on features scaled by
+    # sqrt(3) / 2 is a penalty (2 a / 3) ||coef||^2, i.e. C = 3 / (4 a).
+    reference = LogisticRegression(
+        C=3.0 / (4.0 * clf.weight_precision_), max_iter=2000
+    ).fit(X_train, y_train)
+    auc = roc_auc_score(y_test, clf.predict_proba(X_test)[:, 1])
+    reference_auc = roc_auc_score(y_test, reference.predict_proba(X_test)[:, 1])
+    assert abs(auc - reference_auc) < 0.005
+
+
+def load_adult(pd):
+    """One-hot Adult with continuous columns scaled by fixed bounds, norm <= 1."""
+    columns = [
+        "age",
+        "workclass",
+        "fnlwgt",
+        "education",
+        "education-num",
+        "marital-status",
+        "occupation",
+        "relationship",
+        "race",
+        "sex",
+        "capital-gain",
+        "capital-loss",
+        "hours-per-week",
+        "native-country",
+        "income",
+    ]
+    frame = pd.read_csv(
+        ADULT / "adult.data",
+        header=None,
+        names=columns,
+        skipinitialspace=True,
+        na_values="?",
+    )
+    categorical = [
+        "workclass",
+        "education",
+        "marital-status",
+        "occupation",
+        "relationship",
+        "race",
+        "sex",
+        "native-country",
+    ]
+    continuous = np.column_stack(
+        [
+            frame["age"] / 100,
+            frame["education-num"] / 16,
+            np.log1p(frame["capital-gain"]) / np.log1p(1e5),
+            np.log1p(frame["capital-loss"]) / np.log1p(1e4),
+            frame["hours-per-week"] / 100,
+        ]
+    ).clip(0, 1)
+    onehot = pd.get_dummies(frame[categorical].fillna("missing"), dtype=float)
+    # At most 13 entries of at most 1 each: a norm bound fixed in advance.
+    X = np.hstack([continuous, onehot.to_numpy()]) / math.sqrt(13)
+    y = (frame["income"] == ">50K").to_numpy().astype(int)
+    return X, y
