@@ -60,6 +60,10 @@ numpydoc_validation_checks = {"all", "RT02", "GL01", "GL02", "ES01", "SA01", "EX
 SKLEARN_URL = "https://scikit-learn.org/stable/"
 SKLEARN_LABELS = {
     "metadata_routing": ("metadata_routing.html", "Metadata routing"),
+    "accuracy_score": (
+        "modules/model_evaluation.html#accuracy-score",
+        "Accuracy score",
+    ),
     "df_output_transform": (
         "developers/develop.html#df-output-transform",
         "Developer API for set_output",
@@ -72,6 +76,7 @@ SKLEARN_LABELS = {
 SKLEARN_TERMS = {
     "fit",
     "fit_transform",
+    "meta-estimator",
     "n_jobs",
     "partial_fit",
     "predict",
