@@ -7,6 +7,7 @@ the top level.
 
 from . import accounting, mechanisms
 from .exceptions import PrivacyBudgetExceededError, PrivacyLeakWarning
+from .lda import DPLDA
 from .logistic import DPBayesLogReg
 from .preprocessing import GeometricPrivatizer
 
@@ -14,6 +15,7 @@ __version__ = "0.1.0.dev0"
 
 __all__ = [
     "DPBayesLogReg",
+    "DPLDA",
     "GeometricPrivatizer",
     "PrivacyLeakWarning",
     "PrivacyBudgetExceededError",

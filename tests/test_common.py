@@ -25,16 +25,60 @@ def public_estimator_classes():
 # with its defaults.
 FAST_PARAMS = {
     "DPBayesLogReg": {"max_iter": 5, "random_state": 0},
+    "DPLDA": {
+        "n_components": 3,
+        "batch_size": 5,
+        "doc_length": 20,
+        "max_doc_update_iter": 20,
+    },
 }
 
 # The common checks feed random floats (uniform or Gaussian data shifted to be
-# non-negative, because of the positive_only tag). GeometricPrivatizer
-# privatizes integer counts and rejects fractional values by design, with
+# non-negative, because of the positive_only tag). GeometricPrivatizer and DPLDA
+# take integer counts and reject fractional values by design, with
 # "X must hold integer counts; found the non-integer value ...": each check
 # below fails at that error before reaching what it tests.
 _FRACTIONAL = "fractional input is rejected by design (integer counts only)"
 
 EXPECTED_FAILED_CHECKS = {
+    # DPLDA models integer word counts and rejects fractional values by design.
+    "DPLDA": {
+        "check_fit_score_takes_y": f"{_FRACTIONAL}: fits on uniform floats",
+        "check_estimators_overwrite_params": f"{_FRACTIONAL}: fits on blob floats",
+        "check_dont_overwrite_parameters": f"{_FRACTIONAL}: fits on uniform floats",
+        "check_estimators_fit_returns_self": f"{_FRACTIONAL}: fits on blob floats",
+        "check_readonly_memmap_input": f"{_FRACTIONAL}: fits on blob floats",
+        "check_n_features_in_after_fitting": f"{_FRACTIONAL}: fits on normal floats",
+        "check_estimators_dtypes": f"{_FRACTIONAL}: fits on uniform floats cast to "
+        "float32 first",
+        "check_dtype_object": f"{_FRACTIONAL}: fits on an object array of uniform floats",
+        "check_pipeline_consistency": f"{_FRACTIONAL}: fits on blob floats",
+        "check_estimators_nan_inf": f"{_FRACTIONAL}: first fits on clean uniform floats",
+        "check_estimator_sparse_tag": f"{_FRACTIONAL}: fits on a sparse matrix of "
+        "uniform floats (which also has empty rows)",
+        "check_estimator_sparse_array": f"{_FRACTIONAL}: fits on a sparse array of "
+        "uniform floats (which also has empty rows)",
+        "check_estimator_sparse_matrix": f"{_FRACTIONAL}: fits on a sparse matrix of "
+        "uniform floats (which also has empty rows)",
+        "check_estimators_pickle": f"{_FRACTIONAL}: fits on blob floats",
+        "check_f_contiguous_array_estimator": f"{_FRACTIONAL}: fits on uniform floats",
+        "check_transformer_data_not_an_array": f"{_FRACTIONAL}: fits on blob floats "
+        "in a non-array container",
+        "check_transformer_general": f"{_FRACTIONAL}: fits on blob floats",
+        "check_transformer_preserve_dtypes": f"{_FRACTIONAL}: fits on blob floats",
+        "check_transformer_n_iter": f"{_FRACTIONAL}: fits on blob floats",
+        "check_methods_sample_order_invariance": f"{_FRACTIONAL}: fits on uniform floats",
+        "check_methods_subset_invariance": f"{_FRACTIONAL}: fits on uniform floats",
+        "check_fit2d_1sample": f"{_FRACTIONAL}: fits on one row of uniform floats, "
+        "expecting success or a one-sample message",
+        "check_fit2d_1feature": f"{_FRACTIONAL}: fits on one column of uniform floats, "
+        "expecting success or a one-feature message",
+        "check_dict_unchanged": f"{_FRACTIONAL}: fits on uniform floats",
+        "check_fit_idempotent": f"{_FRACTIONAL}: fits on normal floats",
+        "check_fit_check_is_fitted": f"{_FRACTIONAL}: fits on blob floats",
+        "check_n_features_in": f"{_FRACTIONAL}: fits on normal floats",
+        "check_fit2d_predict1d": f"{_FRACTIONAL}: fits on uniform floats",
+    },
     "GeometricPrivatizer": {
         "check_fit_score_takes_y": f"{_FRACTIONAL}: fits on uniform floats",
         "check_estimators_overwrite_params": f"{_FRACTIONAL}: fits on blob floats",

@@ -1,0 +1,72 @@
+"""Corpora of the LDA benchmark script: KOS and a synthetic LDA corpus."""
+
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+KOS_DIR = DATA_DIR / "kos"
+
+
+def load_kos():
+    """KOS blog entries as a (3430, 6906) CSR count matrix and the vocabulary.
+
+    Returns None when ../shared/data/kos is absent.
+    """
+    path = KOS_DIR / "docword.kos.txt"
+    if not path.exists():
+        return None
+    triples = np.loadtxt(path, skiprows=3, dtype=np.int64)
+    with open(path) as header:
+        n_documents, n_words = int(header.readline()), int(header.readline())
+    X = sp.csr_matrix(
+        (triples[:, 2].astype(np.float64), (triples[:, 0] - 1, triples[:, 1] - 1)),
+        shape=(n_documents, n_words),
+    )
+    vocabulary = np.array((KOS_DIR / "vocab.kos.txt").read_text().split())
+    return X, vocabulary
+
+
+def split_documents(X, test_fraction=0.1, seed=0):
+    """A random split of the rows of X into training and held-out documents."""
+    rng = np.random.RandomState(seed)
+    order = rng.permutation(X.shape[0])
+    n_test = round(test_fraction * X.shape[0])
+    return X[order[n_test:]], X[order[:n_test]]
+
+
+def make_lda_corpus(
+    n_documents=100_000,
+    n_words=1000,
+    n_topics=10,
+    topic_word_concentration=0.05,
+    doc_topic_concentration=0.1,
+    mean_length=100,
+    seed=0,
+):
+    """Documents drawn from LDA: returns (X CSR counts, true topics (K, V)).
+
+    Topics ~ Dirichlet(topic_word_concentration), proportions ~
+    Dirichlet(doc_topic_concentration), lengths ~ Poisson(mean_length)
+    (documents of length 0 are redrawn as length 1 so that no row is empty).
+    """
+    rng = np.random.RandomState(seed)
+    topics = rng.dirichlet(np.full(n_words, topic_word_concentration), size=n_topics)
+    proportions = rng.dirichlet(
+        np.full(n_topics, doc_topic_concentration), size=n_documents
+    )
+    lengths = np.maximum(rng.poisson(mean_length, size=n_documents), 1)
+    rows = []
+    word_distributions = proportions @ topics
+    word_distributions /= word_distributions.sum(axis=1, keepdims=True)
+    for start in range(0, n_documents, 5000):
+        stop = min(start + 5000, n_documents)
+        counts = np.vstack(
+            [
+                rng.multinomial(lengths[d], word_distributions[d])
+                for d in range(start, stop)
+            ]
+        )
+        rows.append(sp.csr_matrix(counts.astype(np.float64)))
+    return sp.vstack(rows).tocsr(), topics

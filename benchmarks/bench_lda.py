@@ -1,0 +1,315 @@
+"""Acceptance measurements of DPLDA, printed as tables.
+
+1. KOS, 90/10 split of the documents, K = 20: held-out perplexity of the
+   non-private DPLDA (epsilon=inf) against scikit-learn's online LDA with the
+   same batch size and passes (scikit-learn-compatible bound and the
+   document-only bound), over three seeds.
+2. A synthetic LDA corpus of 100,000 training documents (V = 1000, K = 10,
+   topic-word Dirichlet(0.05), doc-topic Dirichlet(0.1), lengths
+   Poisson(100), seed 0) and 10,000 held-out ones: document-only held-out
+   perplexity and topic recovery (Hungarian matching, mean total-variation
+   distance) against epsilon, one pass; the same curve on KOS.
+3. Seconds per pass over KOS: DPLDA with noise (epsilon=1) against
+   scikit-learn's online LDA, same K, batch size and passes, medians of
+   repeats in this process, BLAS limited to one thread; DPLDA with n_jobs=1
+   and n_jobs=2.
+
+    python benchmarks/bench_lda.py [kos|synthetic|speed ...]
+"""
+
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import numpy as np
+from _lda_corpora import load_kos, make_lda_corpus, split_documents
+from scipy.optimize import linear_sum_assignment
+from sklearn.decomposition import LatentDirichletAllocation
+from threadpoolctl import threadpool_limits
+
+from skprivfact.lda import DPLDA, _dirichlet_expectation_2d
+
+INF = float("inf")
+EPSILONS = [0.5, 1.0, 2.0, 4.0, INF]
+
+
+def mean_topic_distance(components, true_topics):
+    estimated = components / components.sum(axis=1, keepdims=True)
+    distances = 0.5 * np.abs(estimated[:, None, :] - true_topics[None, :, :]).sum(
+        axis=2
+    )
+    rows, cols = linear_sum_assignment(distances)
+    return distances[rows, cols].mean()
+
+
+def doc_only_perplexity(model, X):
+    """Document-only held-out perplexity of any fitted LDA's topics, with our bound."""
+    if isinstance(model, DPLDA):
+        return model.perplexity(X, include_topic_word_bound=False)
+    holder = DPLDA(model.n_components, epsilon=INF, batch_size=1)
+    holder.n_features_in_ = X.shape[1]
+    holder.components_ = model.components_
+    holder.exp_dirichlet_component_ = model.exp_dirichlet_component_
+    holder.doc_topic_prior_ = model.doc_topic_prior_
+    holder.topic_word_prior_ = model.topic_word_prior_
+    return holder.perplexity(X, include_topic_word_bound=False)
+
+
+def kos_agreement():
+    loaded = load_kos()
+    if loaded is None:
+        print("KOS not found under ../shared/data/kos: skipped")
+        return
+    X, _ = loaded
+    train, test = split_documents(X)
+    n_topics, batch_size, passes = 20, 128, 5
+    print(
+        f"\n== KOS agreement: K={n_topics}, batch_size={batch_size}, passes={passes}, "
+        f"learning_offset=10, {train.shape[0]} train / {test.shape[0]} test documents =="
+    )
+    print(
+        "seed | sklearn full | DPLDA(inf) full | ratio | sklearn doc-only | DPLDA(inf) doc-only | ratio"
+    )
+    ratios_full, ratios_doc, values = [], [], []
+    for seed in range(3):
+        with threadpool_limits(1):
+            ref = LatentDirichletAllocation(
+                n_topics,
+                learning_method="online",
+                batch_size=batch_size,
+                max_iter=passes,
+                learning_offset=10.0,
+                random_state=seed,
+            ).fit(train)
+            ours = DPLDA(
+                n_topics,
+                epsilon=INF,
+                batch_size=batch_size,
+                max_iter=passes,
+                learning_offset=10.0,
+                random_state=seed,
+            ).fit(train)
+        ref_full, ours_full = ref.perplexity(test), ours.perplexity(test)
+        ref_doc, ours_doc = (
+            doc_only_perplexity(ref, test),
+            doc_only_perplexity(ours, test),
+        )
+        values.append((ref_full, ours_full, ref_doc, ours_doc))
+        ratios_full.append(ours_full / ref_full)
+        ratios_doc.append(ours_doc / ref_doc)
+        print(
+            f"{seed} | {ref_full:.1f} | {ours_full:.1f} | {ours_full / ref_full:.3f} | "
+            f"{ref_doc:.1f} | {ours_doc:.1f} | {ours_doc / ref_doc:.3f}"
+        )
+    print(
+        f"median of per-seed ratios: full {statistics.median(ratios_full):.3f}, "
+        f"doc-only {statistics.median(ratios_doc):.3f}"
+    )
+    medians = [statistics.median(column) for column in zip(*values)]
+    print(
+        f"ratio of medians over seeds: full {medians[1] / medians[0]:.3f} "
+        f"({medians[1]:.1f} / {medians[0]:.1f}), doc-only {medians[3] / medians[2]:.3f} "
+        f"({medians[3]:.1f} / {medians[2]:.1f})"
+    )
+
+
+def privacy_utility(
+    train,
+    test,
+    true_topics,
+    n_topics,
+    batch_size,
+    label,
+    doc_length=500,
+    learning_offset=10.0,
+):
+    print(
+        f"\n== privacy-utility on {label}: K={n_topics}, batch_size={batch_size}, "
+        f"learning_offset={learning_offset}, one pass, doc_length={doc_length}, "
+        "clip_norm=0.1*doc_length, delta=1e-5 =="
+    )
+    header = "epsilon | floor_negatives | noise_multiplier | epsilon spent | doc-only perplexity | ratio to inf"
+    if true_topics is not None:
+        header += " | mean TV"
+    print(header)
+    for floor in ("per_iteration", "running_average"):
+        results = {}
+        for epsilon in sorted(EPSILONS, reverse=True):
+            start = time.perf_counter()
+            model = DPLDA(
+                n_topics,
+                epsilon=epsilon,
+                delta=1e-5,
+                batch_size=batch_size,
+                max_iter=1,
+                doc_length=doc_length,
+                floor_negatives=floor,
+                learning_offset=learning_offset,
+                random_state=0,
+            ).fit(train)
+            perplexity = doc_only_perplexity(model, test)
+            results[epsilon] = perplexity
+            line = (
+                f"{epsilon} | {floor} | {model.noise_multiplier_:.3f} | "
+                f"{model.privacy_spent_[0]:.3f} | {perplexity:.2f} | "
+                f"{perplexity / results[INF]:.3f}"
+            )
+            if true_topics is not None:
+                line += f" | {mean_topic_distance(model.components_, true_topics):.3f}"
+            print(line + f"   ({time.perf_counter() - start:.1f} s)", flush=True)
+
+
+def synthetic():
+    start = time.perf_counter()
+    X, topics = make_lda_corpus(n_documents=110_000, seed=0)
+    train, test = X[:100_000], X[100_000:]
+    print(f"\nsynthetic corpus generated in {time.perf_counter() - start:.1f} s")
+    # Anchors: the true topics, scikit-learn's online LDA after one and five passes.
+    truth = DPLDA(10, epsilon=INF, batch_size=1)
+    truth.n_features_in_ = train.shape[1]
+    # Topics concentrated at the truth: the prior plus 1e8 pseudo-counts.
+    truth.components_ = 0.05 + 1e8 * topics
+    truth.exp_dirichlet_component_ = np.exp(
+        _dirichlet_expectation_2d(truth.components_)
+    )
+    truth.doc_topic_prior_, truth.topic_word_prior_ = 0.1, 0.05
+    print(
+        f"true model: doc-only held-out perplexity "
+        f"{truth.perplexity(test, include_topic_word_bound=False):.2f}"
+    )
+    for passes in (1, 5):
+        with threadpool_limits(1):
+            ref = LatentDirichletAllocation(
+                10,
+                learning_method="online",
+                batch_size=128,
+                max_iter=passes,
+                random_state=0,
+            ).fit(train)
+        print(
+            f"sklearn online LDA (batch 128, {passes} pass(es)): doc-only "
+            f"{doc_only_perplexity(ref, test):.2f}, mean TV "
+            f"{mean_topic_distance(ref.components_, topics):.3f}",
+            flush=True,
+        )
+    # Large batches (sampling rate 0.05, 20 releases) with a short memory,
+    # then the batch size at which the non-private fit is best.
+    privacy_utility(
+        train, test, topics, 10, 5000, "synthetic 100k", learning_offset=1.0
+    )
+    privacy_utility(
+        train, test, topics, 10, 1000, "synthetic 100k", learning_offset=10.0
+    )
+
+
+def kos_curve():
+    loaded = load_kos()
+    if loaded is None:
+        print("KOS not found: skipped")
+        return
+    train, test = split_documents(loaded[0])
+    privacy_utility(train, test, None, 20, 500, "KOS (3087 training documents)")
+
+
+def median_seconds(fit, repeats):
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fit()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def speed(repeats=5):
+    loaded = load_kos()
+    if loaded is None:
+        print("KOS not found: skipped")
+        return
+    X, _ = loaded
+    n_topics, batch_size, passes = 20, 128, 2
+
+    def sklearn_fit():
+        LatentDirichletAllocation(
+            n_topics,
+            learning_method="online",
+            batch_size=batch_size,
+            max_iter=passes,
+            random_state=0,
+        ).fit(X)
+
+    def ours_fit(n_jobs):
+        return lambda: DPLDA(
+            n_topics,
+            epsilon=1.0,
+            batch_size=batch_size,
+            max_iter=passes,
+            n_jobs=n_jobs,
+            random_state=0,
+        ).fit(X)
+
+    with threadpool_limits(1):
+        ours_fit(1)()  # compile the kernels outside the timing
+        # Interleaved, so that load from other processes hits all three alike.
+        times = {"sklearn": [], 1: [], 2: []}
+        for _ in range(repeats):
+            times["sklearn"].append(median_seconds(sklearn_fit, 1) / passes)
+            times[1].append(median_seconds(ours_fit(1), 1) / passes)
+            times[2].append(median_seconds(ours_fit(2), 1) / passes)
+    reference, one, two = (statistics.median(times[key]) for key in ("sklearn", 1, 2))
+    print(
+        f"\n== speed on KOS ({X.shape[0]} docs): K={n_topics}, batch_size={batch_size}, "
+        f"{passes} passes, median of {repeats}, BLAS threads=1 =="
+    )
+    print(f"sklearn online LDA (n_jobs=None): {reference:.3f} s/pass")
+    print(
+        f"DPLDA epsilon=1, n_jobs=1: {one:.3f} s/pass, ratio to sklearn {one / reference:.3f}"
+    )
+    print(
+        f"DPLDA epsilon=1, n_jobs=2: {two:.3f} s/pass, ratio to n_jobs=1 {two / one:.3f}"
+    )
+    print(
+        "cores free for this process: two threads of a GIL-free loop run "
+        f"{free_core_speedup():.2f} times as fast as one (2.0 on an idle 2-core machine)"
+    )
+
+
+def free_core_speedup(n_iterations=200_000_000):
+    """Speed-up of a GIL-free numba loop from one thread to two, right now."""
+    import threading
+
+    from numba import njit
+
+    @njit(nogil=True)
+    def spin(n):
+        total = 0.0
+        for i in range(n):
+            total += (i % 7) * 0.5
+        return total
+
+    spin(10)
+    start = time.perf_counter()
+    spin(n_iterations)
+    spin(n_iterations)
+    serial = time.perf_counter() - start
+    threads = [threading.Thread(target=spin, args=(n_iterations,)) for _ in range(2)]
+    start = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return serial / (time.perf_counter() - start)
+
+
+if __name__ == "__main__":
+    parts = sys.argv[1:] or ["kos", "speed", "synthetic", "kos_curve"]
+    for part in parts:
+        {
+            "kos": kos_agreement,
+            "synthetic": synthetic,
+            "kos_curve": kos_curve,
+            "speed": speed,
+        }[part]()

@@ -1,0 +1,880 @@
+"""Differentially private latent Dirichlet allocation: VIPS on stochastic variational LDA."""
+
+import math
+import time
+from concurrent.futures import ThreadPoolExecutor
+from numbers import Integral, Real
+
+import numpy as np
+import scipy.sparse as sp
+from joblib import effective_n_jobs
+from scipy.special import gammaln, psi
+from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin, _fit_context
+from sklearn.utils import check_random_state, gen_even_slices
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import _num_samples, check_is_fitted
+
+from . import _lda_kernels
+from .accounting import RDPAccountant, calibrate_noise_multiplier
+from .base import CentralPrivacyEstimator
+from .exceptions import PrivacyBudgetExceededError
+from .mechanisms import gaussian_mechanism
+from .utils._validation import check_count_matrix
+
+__all__ = ["DPLDA"]
+
+# Default clipping bound as a fraction of doc_length: the value of Park et
+# al. (2020), under which few documents are clipped.
+DEFAULT_CLIP_FRACTION = 0.1
+
+
+def _dirichlet_expectation_2d(params):
+    """E[log x] for each row x ~ Dirichlet(params[i])."""
+    return psi(params) - psi(params.sum(axis=1))[:, np.newaxis]
+
+
+def _csr_arrays(X):
+    """The CSR arrays of ``X`` with the dtypes the kernels are compiled for."""
+    return (
+        X.indptr.astype(np.int64, copy=False),
+        X.indices.astype(np.int64, copy=False),
+        X.data.astype(np.float64, copy=False),
+    )
+
+
+def _poisson_sample(n_documents, sample_rate, rng):
+    """Indices of a batch in which each document is kept with probability sample_rate."""
+    return np.flatnonzero(rng.random_sample(n_documents) < sample_rate)
+
+
+def _resample_documents(X, doc_length, rng):
+    """Redraw every row of the count matrix ``X`` as ``doc_length`` tokens.
+
+    Row ``d`` becomes Multinomial(doc_length, X[d] / X[d].sum()): its tokens
+    are drawn with replacement, so every document contributes exactly
+    ``doc_length`` tokens. Empty rows stay empty. Integer arithmetic only: a
+    token is a uniform integer position among the document's tokens, located
+    in the cumulative counts.
+
+    Parameters
+    ----------
+    X : sparse matrix of shape (n_documents, n_features), CSR
+        Integer counts.
+    doc_length : int
+        Number of tokens of every resampled document.
+    rng : RandomState instance
+        Source of the draws.
+
+    Returns
+    -------
+    X_resampled : sparse matrix of shape (n_documents, n_features), CSR, float64
+        The resampled counts, on the sparsity pattern of ``X`` (minus the words
+        not drawn).
+    """
+    counts = np.rint(X.data).astype(np.int64)
+    cumulative = np.cumsum(counts)
+    tokens_before = np.concatenate([[0], cumulative])
+    doc_offsets = tokens_before[X.indptr[:-1]]
+    doc_totals = tokens_before[X.indptr[1:]] - doc_offsets
+    nonempty = np.flatnonzero(doc_totals > 0)
+    positions = rng.randint(
+        0, doc_totals[nonempty][:, np.newaxis], size=(nonempty.size, doc_length)
+    )
+    positions += doc_offsets[nonempty][:, np.newaxis]
+    positions = positions.ravel()
+    if cumulative.size and cumulative[-1] <= 4 * positions.size + 1_000_000:
+        # A table from token to entry: one gather per draw.
+        entries = np.repeat(np.arange(counts.size), counts)[positions]
+    else:
+        # Very long documents: no table; the entry holding token g is the
+        # first with cumulative count > g.
+        entries = np.searchsorted(cumulative, positions, side="right")
+    new_counts = np.bincount(entries, minlength=counts.size).astype(np.float64)
+    X_resampled = sp.csr_matrix(
+        (new_counts, X.indices.copy(), X.indptr.copy()), shape=X.shape
+    )
+    X_resampled.eliminate_zeros()
+    return X_resampled
+
+
+def _e_step(
+    X,
+    exp_topic_word,
+    doc_topic_prior,
+    max_doc_update_iter,
+    mean_change_tol,
+    clip_norm,
+    compute_suff_stats,
+    n_jobs,
+    executor=None,
+):
+    """E-step over the rows of ``X``, in ``n_jobs`` threads over even slices.
+
+    Parameters
+    ----------
+    X : sparse matrix of shape (n_documents, n_features), CSR
+        The documents.
+    exp_topic_word : ndarray of shape (n_components, n_features)
+        ``exp(E[log beta])``.
+    doc_topic_prior : float
+        The Dirichlet prior of the topic proportions.
+    max_doc_update_iter : int
+        Maximum number of rounds per document.
+    mean_change_tol : float
+        Stopping tolerance of the per-document updates.
+    clip_norm : float
+        Bound on the Frobenius norm of each document's statistic (``np.inf``:
+        none).
+    compute_suff_stats : bool
+        Whether to compute the summed (clipped) sufficient statistics.
+    n_jobs : int
+        Number of threads.
+    executor : concurrent.futures.ThreadPoolExecutor, default=None
+        A pool of ``n_jobs`` threads to reuse; one is made when None.
+
+    Returns
+    -------
+    doc_topic_distr : ndarray of shape (n_documents, n_components)
+        The variational Dirichlet parameters ``gamma`` of the documents.
+    suff_stats : ndarray of shape (n_components, n_features) or None
+        The sum over documents of the clipped statistics ``n_dw phi_dwk``.
+    n_clipped : int
+        Number of documents whose statistic was clipped.
+    """
+    n_documents = X.shape[0]
+    n_topics, n_features = exp_topic_word.shape
+    indptr, indices, data = _csr_arrays(X)
+    exp_topic_word_t = np.ascontiguousarray(exp_topic_word.T)
+    doc_topic_distr = np.empty((n_documents, n_topics))
+
+    def run(rows):
+        shape = (n_features, n_topics) if compute_suff_stats else (1, 1)
+        suff_stats = np.zeros(shape)
+        n_clipped = _lda_kernels.e_step(
+            indptr,
+            indices,
+            data,
+            rows.start,
+            rows.stop,
+            exp_topic_word_t,
+            float(doc_topic_prior),
+            int(max_doc_update_iter),
+            float(mean_change_tol),
+            float(clip_norm),
+            compute_suff_stats,
+            doc_topic_distr,
+            suff_stats,
+        )
+        return suff_stats, n_clipped
+
+    n_slices = min(n_jobs, n_documents)
+    slices = list(gen_even_slices(n_documents, n_slices)) if n_documents else []
+    if n_slices <= 1:
+        results = [run(rows) for rows in slices]
+    else:
+        # The kernels release the GIL. A plain thread pool: joblib's dispatch
+        # costs about 10 ms per call, as much as the E-step of a small batch.
+        if executor is None:
+            with ThreadPoolExecutor(max_workers=n_slices) as pool:
+                results = list(pool.map(run, slices))
+        else:
+            results = list(executor.map(run, slices))
+
+    if not compute_suff_stats:
+        return doc_topic_distr, None, 0
+    suff_stats_t = np.zeros((n_features, n_topics))
+    for partial_stats, _ in results:
+        suff_stats_t += partial_stats
+    return doc_topic_distr, suff_stats_t.T.copy(), sum(n for _, n in results)
+
+
+def _dirichlet_bound_term(prior, distr, dirichlet_distr, size):
+    """E[log p(x | prior) - log q(x | distr)] for Dirichlet rows, summed."""
+    score = np.sum((prior - distr) * dirichlet_distr)
+    score += np.sum(gammaln(distr) - gammaln(prior))
+    score += np.sum(gammaln(prior * size) - gammaln(np.sum(distr, axis=1)))
+    return score
+
+
+class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEstimator):
+    """Differentially private latent Dirichlet allocation (VIPS).
+
+    Privacy: (epsilon, delta)-differential privacy of the released topics
+    (``components_`` and everything derived from it) with respect to adding or
+    removing one document, for the whole of :meth:`fit` (or of the
+    :meth:`partial_fit` calls made so far). Every iteration of stochastic
+    variational inference (Hoffman et al. 2010) draws a Poisson-subsampled
+    batch, each document kept with probability ``q = batch_size /
+    n_documents``; each document of the batch is resampled with replacement to
+    exactly ``doc_length`` tokens; its expected sufficient statistic (a
+    topic-by-word matrix of expected counts) is clipped to Frobenius norm
+    ``clip_norm``; the clipped statistics are summed, divided by the expected
+    batch size ``q * n_documents = batch_size`` (a constant, so the
+    sensitivity is ``clip_norm / batch_size`` whatever the data) and released
+    with Gaussian noise of standard deviation ``noise_multiplier * clip_norm /
+    batch_size`` on every entry; negative entries are then set to zero
+    (post-processing). This is the VIPS algorithm of Park et al. (2020). The
+    per-document variational parameters never leave the E-step. The shared
+    :class:`~skprivfact.accounting.RDPAccountant` takes one step of the
+    Poisson-subsampled Gaussian mechanism per iteration, and
+    ``privacy_spent_`` reports its epsilon. The guarantee rests on
+    ``clip_norm`` alone, not on the data; the number of documents (which sets
+    ``q``) and the vocabulary are treated as public. The printed progress of
+    ``verbose`` is computed on the private batch without noise and is not
+    covered. ``epsilon=float("inf")`` (with ``noise_multiplier=None``) runs the
+    same algorithm without resampling, clipping or noise, for comparison.
+
+    Read more in :ref:`Privacy guarantees <privacy-guarantees>`.
+
+    Parameters
+    ----------
+    n_components : int, default=10
+        Number of topics.
+    epsilon : float, default=1.0
+        The privacy budget, positive; ``float("inf")`` for the non-private
+        algorithm. With ``noise_multiplier=None`` the noise is calibrated so
+        that :meth:`fit` spends at most ``epsilon``; :meth:`partial_fit` never
+        takes a step that would spend more.
+    delta : float, default=1e-5
+        The delta of (epsilon, delta)-DP, in (0, 1); choose it well below
+        ``1 / n_documents``.
+    doc_length : int, default=500
+        Number of tokens every training document is resampled to (with
+        replacement), at least 1. Longer documents keep more of their words,
+        but the statistic's norm grows with it.
+    clip_norm : float, default=None
+        Bound on the Frobenius norm of each document's sufficient statistic
+        (whose entries sum to ``doc_length``), positive. None means
+        ``0.1 * doc_length``, the setting of Park et al. (2020). Unused when
+        not private.
+    batch_size : int, default=1000
+        Expected number of documents per iteration: each document is kept with
+        probability ``batch_size / n_documents``. It must not exceed the number
+        of documents. Larger batches lower the noise relative to the signal.
+    max_iter : int, default=1
+        Number of passes over the documents in :meth:`fit`; a pass is
+        ``ceil(n_documents / batch_size)`` iterations. More passes spend more
+        privacy, so the calibrated noise grows with them.
+    noise_multiplier : float, default=None
+        Noise standard deviation relative to the sensitivity, >= 0. None
+        calibrates it from ``(epsilon, delta)`` and the planned number of
+        iterations (``max_iter`` passes). A given value is used as is (the
+        algorithm is then private even with ``epsilon=inf``) and the epsilon
+        it spends is reported in ``privacy_spent_``, even beyond ``epsilon``.
+    doc_topic_prior : float, default=None
+        Prior of the document-topic proportions (alpha), positive. None means
+        ``1 / n_components``.
+    topic_word_prior : float, default=None
+        Prior of the topic-word distributions (eta), positive. None means
+        ``1 / n_components``.
+    floor_negatives : {"per_iteration", "running_average"}, \
+            default="per_iteration"
+        Where negative noisy counts are set to zero (both are post-processing
+        of the released statistics and cost no privacy).
+        "per_iteration" (VIPS): each released statistic is floored at zero
+        before the step of the topic update. Zero-mean noise on the many
+        near-zero entries then leaves a positive bias of about 0.4 noise
+        standard deviations per entry that averaging does not remove.
+        "running_average": the step averages the raw noisy statistics, and
+        the topics are that average floored at ``topic_word_prior`` (a
+        posterior Dirichlet parameter is at least the prior); the noise
+        averages out before the floor, so less mass lands on absent words.
+    learning_decay : float, default=0.7
+        Exponent kappa of the step size ``rho_t = (learning_offset + t) **
+        -kappa``, in [0, 1]; (0.5, 1] guarantees convergence.
+    learning_offset : float, default=10.0
+        The offset tau0 of the step size, >= 1. Larger values average the
+        noisy statistics over more iterations.
+    mean_change_tol : float, default=1e-3
+        Stopping tolerance of the per-document E-step updates.
+    max_doc_update_iter : int, default=100
+        Maximum number of E-step updates per document.
+    n_jobs : int, default=None
+        Number of threads of the E-step (the numba kernels release the GIL).
+        None means 1 unless in a :obj:`joblib.parallel_backend` context; -1
+        means all processors.
+    verbose : int, default=0
+        Verbosity: 1 prints one line per pass, 2 one line per iteration
+        (iteration, perplexity on the batch, epsilon spent so far, seconds).
+        The perplexity printed is computed on the private batch without noise:
+        it is for the data holder, not for release.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the initial topics, the batches, the resampling and the noise.
+        The noise stream is kept in ``random_state_`` so that
+        :meth:`partial_fit` continues it. numpy's generator is not
+        cryptographically secure.
+
+    Attributes
+    ----------
+    components_ : ndarray of shape (n_components, n_features)
+        Variational parameters (lambda) of the topic-word distributions: a
+        post-processing of the noisy statistics. Normalise the rows for the
+        topics' word distributions.
+    exp_dirichlet_component_ : ndarray of shape (n_components, n_features)
+        ``exp(E[log beta])`` under ``components_``.
+    n_iter_ : int
+        Number of passes completed by :meth:`fit`.
+    n_batch_iter_ : int
+        One more than the number of iterations (released statistics) so far,
+        as in scikit-learn's online LDA; it sets the step size.
+    doc_topic_prior_ : float
+        The prior alpha used.
+    topic_word_prior_ : float
+        The prior eta used.
+    clip_norm_ : float
+        The clipping bound used (``inf`` when not private).
+    noise_multiplier_ : float
+        The noise multiplier used (0 when not private).
+    sample_rate_ : float
+        The Poisson sampling rate ``batch_size / n_documents``.
+    accountant_ : RDPAccountant
+        The accountant, with one step per iteration.
+    privacy_spent_ : tuple of (float, float)
+        ``(epsilon, delta)`` spent so far (epsilon is ``inf`` when not private).
+    random_state_ : RandomState instance
+        The random stream, continued by :meth:`partial_fit`.
+    n_features_in_ : int
+        Number of features seen during :term:`fit`.
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
+        Names of features seen during :term:`fit`. Defined only when `X`
+        has feature names that are all strings.
+
+    See Also
+    --------
+    sklearn.decomposition.LatentDirichletAllocation : The non-private online
+        LDA whose interface this estimator follows.
+
+    Notes
+    -----
+    :meth:`perplexity` follows scikit-learn: the bound includes the
+    topic-word term E[log p(beta) - log q(beta)], a property of the model
+    alone that is nevertheless divided by the number of words of ``X``, so on
+    a small test set it dominates (scikit-learn issue 20032).
+    ``perplexity(X, include_topic_word_bound=False)`` gives the document-only
+    bound, the figure to compare models on held-out documents.
+
+    Every :meth:`fit` spends the budget anew: fitting the same documents twice
+    releases two models and spends twice.
+
+    References
+    ----------
+    M. Park, J. Foulds, K. Chaudhuri and M. Welling, "Variational Bayes In
+    Private Settings (VIPS)", Journal of Artificial Intelligence Research 68,
+    2020.
+
+    M. D. Hoffman, D. M. Blei and F. Bach, "Online Learning for Latent
+    Dirichlet Allocation", NeurIPS 2010.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skprivfact.lda import DPLDA
+    >>> rng = np.random.RandomState(0)
+    >>> X = rng.poisson(1.0, size=(2000, 30))
+    >>> lda = DPLDA(n_components=3, epsilon=1.0, batch_size=500, doc_length=50,
+    ...             random_state=0).fit(X)
+    >>> lda.transform(X[:2]).shape
+    (2, 3)
+    >>> lda.privacy_spent_[0] <= 1.0
+    True
+    """
+
+    _parameter_constraints: dict = {
+        **CentralPrivacyEstimator._parameter_constraints,
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "doc_length": [Interval(Integral, 1, None, closed="left")],
+        "clip_norm": [None, Interval(Real, 0, None, closed="neither")],
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "noise_multiplier": [None, Interval(Real, 0, None, closed="left")],
+        "doc_topic_prior": [None, Interval(Real, 0, None, closed="neither")],
+        "topic_word_prior": [None, Interval(Real, 0, None, closed="neither")],
+        "floor_negatives": [StrOptions({"per_iteration", "running_average"})],
+        "learning_decay": [Interval(Real, 0, 1, closed="both")],
+        "learning_offset": [Interval(Real, 1.0, None, closed="left")],
+        "mean_change_tol": [Interval(Real, 0, None, closed="left")],
+        "max_doc_update_iter": [Interval(Integral, 1, None, closed="left")],
+        "n_jobs": [None, Integral],
+        "verbose": ["verbose"],
+        "random_state": ["random_state"],
+    }
+
+    def __init__(
+        self,
+        n_components=10,
+        *,
+        epsilon=1.0,
+        delta=1e-5,
+        doc_length=500,
+        clip_norm=None,
+        batch_size=1000,
+        max_iter=1,
+        noise_multiplier=None,
+        doc_topic_prior=None,
+        topic_word_prior=None,
+        floor_negatives="per_iteration",
+        learning_decay=0.7,
+        learning_offset=10.0,
+        mean_change_tol=1e-3,
+        max_doc_update_iter=100,
+        n_jobs=None,
+        verbose=0,
+        random_state=None,
+    ):
+        self.n_components = n_components
+        self.epsilon = epsilon
+        self.delta = delta
+        self.doc_length = doc_length
+        self.clip_norm = clip_norm
+        self.batch_size = batch_size
+        self.max_iter = max_iter
+        self.noise_multiplier = noise_multiplier
+        self.doc_topic_prior = doc_topic_prior
+        self.topic_word_prior = topic_word_prior
+        self.floor_negatives = floor_negatives
+        self.learning_decay = learning_decay
+        self.learning_offset = learning_offset
+        self.mean_change_tol = mean_change_tol
+        self.max_doc_update_iter = max_doc_update_iter
+        self.n_jobs = n_jobs
+        self.verbose = verbose
+        self.random_state = random_state
+
+    # Input and parameters --------------------------------------------------
+
+    def _check_counts(self, X, reset):
+        """The one gateway for documents: non-negative integer counts, CSR float64."""
+        X = check_count_matrix(X, estimator=self, reset=reset, accept_sparse="csr")
+        X = sp.csr_matrix(X, dtype=np.float64)
+        if not X.has_canonical_format:
+            # A word split over duplicate entries would make a document's
+            # statistic look smaller than it is to the clipping: merge them,
+            # on a copy, as the input is not ours to modify.
+            X = X.copy()
+            X.sum_duplicates()
+        return X
+
+    def _check_training_counts(self, X, reset):
+        X = self._check_counts(X, reset=reset)
+        empty = np.flatnonzero(np.diff(X.indptr) == 0)
+        if empty.size:
+            raise ValueError(
+                f"X holds {empty.size} empty document(s) (rows with no words, the "
+                f"first at index {empty[0]}); a document must have at least one "
+                "word to be resampled to doc_length tokens. Remove empty rows "
+                "before fitting."
+            )
+        return X
+
+    def _check_batch_size(self, n_documents):
+        if self.batch_size > n_documents:
+            raise ValueError(
+                f"batch_size={self.batch_size} is larger than the number of "
+                f"documents (n_samples = {n_documents}); the sampling rate "
+                "batch_size / n_documents must be at most 1. Lower batch_size."
+            )
+
+    @property
+    def _is_private(self):
+        return self.noise_multiplier is not None or not math.isinf(self.epsilon)
+
+    def _planned_steps(self, n_documents):
+        return self.max_iter * math.ceil(n_documents / self.batch_size)
+
+    def _resolve_privacy(self, n_documents):
+        """Sampling rate, clipping bound and noise multiplier for a corpus size."""
+        self._check_batch_size(n_documents)
+        sample_rate = self.batch_size / n_documents
+        if not self._is_private:
+            return sample_rate, math.inf, 0.0
+        if self.clip_norm is None:
+            clip_norm = DEFAULT_CLIP_FRACTION * self.doc_length
+        else:
+            clip_norm = float(self.clip_norm)
+        if self.noise_multiplier is not None:
+            noise_multiplier = float(self.noise_multiplier)
+        else:
+            noise_multiplier = calibrate_noise_multiplier(
+                self.epsilon,
+                self.delta,
+                sample_rate=sample_rate,
+                steps=self._planned_steps(n_documents),
+            )
+        return sample_rate, clip_norm, noise_multiplier
+
+    def _init_privacy(self, sample_rate, clip_norm, noise_multiplier):
+        """Store the privacy settings and start a fresh accountant."""
+        self.sample_rate_ = sample_rate
+        self.clip_norm_ = clip_norm
+        self.noise_multiplier_ = noise_multiplier
+        self.accountant_ = RDPAccountant()
+        self.privacy_spent_ = (0.0, self.delta)
+
+    def _init_latent_vars(self, n_features):
+        """Initial topics, drawn without looking at the data."""
+        self.random_state_ = check_random_state(self.random_state)
+        self.n_batch_iter_ = 1
+        self.n_iter_ = 0
+        self.doc_topic_prior_ = (
+            1.0 / self.n_components
+            if self.doc_topic_prior is None
+            else float(self.doc_topic_prior)
+        )
+        self.topic_word_prior_ = (
+            1.0 / self.n_components
+            if self.topic_word_prior is None
+            else float(self.topic_word_prior)
+        )
+        init_gamma = 100.0
+        self.components_ = self.random_state_.gamma(
+            init_gamma, 1.0 / init_gamma, (self.n_components, n_features)
+        )
+        self.exp_dirichlet_component_ = np.exp(
+            _dirichlet_expectation_2d(self.components_)
+        )
+        # The unfloored running average of floor_negatives="running_average"
+        # (a post-processing of the noisy releases, kept for partial_fit).
+        self._noisy_components = self.components_.copy()
+
+    # Training ---------------------------------------------------------------
+
+    def _em_step(self, X, executor, report_batch=False):
+        """One private iteration on the corpus ``X``: sample, E-step, release, M-step.
+
+        Returns the document-only perplexity of the batch when
+        ``report_batch`` (for ``verbose``), else None.
+        """
+        n_documents = X.shape[0]
+        rng = self.random_state_
+        batch = X[_poisson_sample(n_documents, self.sample_rate_, rng)]
+        private = self._is_private
+        if private:
+            batch = _resample_documents(batch, self.doc_length, rng)
+        doc_topic_distr, suff_stats, _ = _e_step(
+            batch,
+            self.exp_dirichlet_component_,
+            self.doc_topic_prior_,
+            self.max_doc_update_iter,
+            self.mean_change_tol,
+            self.clip_norm_,
+            True,
+            effective_n_jobs(self.n_jobs),
+            executor,
+        )
+        # The expected batch size is a constant: dividing by it (not by the
+        # drawn size) keeps the sensitivity at clip_norm / batch_size.
+        expected_batch_size = self.sample_rate_ * n_documents
+        mean_stats = suff_stats / expected_batch_size
+        if private:
+            (mean_stats,) = gaussian_mechanism(
+                [mean_stats],
+                [self.clip_norm_ / expected_batch_size],
+                self.noise_multiplier_,
+                random_state=rng,
+            )
+        self.accountant_.compose(self.noise_multiplier_, self.sample_rate_, 1)
+
+        weight = (self.learning_offset + self.n_batch_iter_) ** (-self.learning_decay)
+        if private and self.floor_negatives == "running_average":
+            # Post-processing: average the raw releases, then floor the
+            # average at the prior, as no posterior parameter is below it.
+            self._noisy_components *= 1.0 - weight
+            self._noisy_components += weight * (
+                self.topic_word_prior_ + n_documents * mean_stats
+            )
+            self.components_ = np.maximum(
+                self._noisy_components, self.topic_word_prior_
+            )
+        else:
+            if private:
+                # Post-processing: expected counts are non-negative.
+                np.maximum(mean_stats, 0.0, out=mean_stats)
+            self.components_ *= 1.0 - weight
+            self.components_ += weight * (
+                self.topic_word_prior_ + n_documents * mean_stats
+            )
+        self.exp_dirichlet_component_ = np.exp(
+            _dirichlet_expectation_2d(self.components_)
+        )
+        self.n_batch_iter_ += 1
+
+        if not report_batch or batch.shape[0] == 0:
+            return None
+        bound = self._approx_bound(
+            batch, doc_topic_distr, include_topic_word_bound=False
+        )
+        return math.exp(-bound / batch.sum())
+
+    def _update_privacy_spent(self):
+        self.privacy_spent_ = (self.accountant_.get_epsilon(self.delta), self.delta)
+
+    def _print_progress(self, n_pass, batch_perplexity, start_time):
+        self._update_privacy_spent()
+        perplexity = "n/a" if batch_perplexity is None else f"{batch_perplexity:.2f}"
+        print(
+            f"pass {n_pass} of max_iter {self.max_iter}, iteration "
+            f"{self.n_batch_iter_ - 1}: batch perplexity {perplexity}, epsilon "
+            f"spent {self.privacy_spent_[0]:.4g}, {time.perf_counter() - start_time:.2f} s"
+        )
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None):
+        """Learn the topics from the documents ``X``, spending the privacy budget.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Document-word counts (non-negative integers; float arrays with
+            integral values are accepted). Every document must hold a word.
+        y : Ignored
+            Not used, present for API consistency by convention.
+
+        Returns
+        -------
+        self : object
+            Fitted estimator.
+        """
+        X = self._check_training_counts(X, reset=True)
+        n_documents, n_features = X.shape
+        self._init_privacy(*self._resolve_privacy(n_documents))
+        self._init_latent_vars(n_features)
+        steps_per_pass = math.ceil(n_documents / self.batch_size)
+        n_jobs = effective_n_jobs(self.n_jobs)
+        start_time = time.perf_counter()
+        with ThreadPoolExecutor(max_workers=n_jobs) as executor:
+            for n_pass in range(1, self.max_iter + 1):
+                for step in range(steps_per_pass):
+                    report = self.verbose >= 2 or (
+                        self.verbose == 1 and step == steps_per_pass - 1
+                    )
+                    batch_perplexity = self._em_step(X, executor, report_batch=report)
+                    if report:
+                        self._print_progress(n_pass, batch_perplexity, start_time)
+                self.n_iter_ += 1
+        self._update_privacy_spent()
+        return self
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def partial_fit(self, X, y=None):
+        """Take one private iteration on the corpus ``X``, spending cumulatively.
+
+        Each call draws one Poisson batch from ``X`` (rate ``batch_size /
+        n_samples``) and releases one noisy statistic: one accountant step.
+        The first call (when not fitted) calibrates the noise for ``max_iter``
+        passes over ``X``. Before ``X`` is read, the call checks that the step
+        keeps the total within ``epsilon``.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            The whole (private) corpus, as document-word counts.
+        y : Ignored
+            Not used, present for API consistency by convention.
+
+        Returns
+        -------
+        self : object
+            The estimator.
+
+        Raises
+        ------
+        PrivacyBudgetExceededError
+            If this step would take the epsilon spent beyond ``epsilon``; the
+            estimator and its accountant are left unchanged.
+        """
+        first_time = not hasattr(self, "components_")
+        n_documents = _num_samples(X)
+        if first_time:
+            sample_rate, clip_norm, noise_multiplier = self._resolve_privacy(
+                n_documents
+            )
+            accountant = RDPAccountant()
+        else:
+            self._check_batch_size(n_documents)
+            sample_rate = self.batch_size / n_documents
+            noise_multiplier = self.noise_multiplier_
+            accountant = self.accountant_
+        if not math.isinf(self.epsilon):
+            next_epsilon = (
+                accountant.copy()
+                .compose(noise_multiplier, sample_rate, 1)
+                .get_epsilon(self.delta)
+            )
+            if next_epsilon > self.epsilon:
+                raise PrivacyBudgetExceededError(
+                    f"One more iteration would spend epsilon = {next_epsilon:.4g} "
+                    f"in total, beyond the budget epsilon = {self.epsilon!r} "
+                    f"({accountant.steps} iteration(s) have spent "
+                    f"{accountant.get_epsilon(self.delta):.4g}). Stop "
+                    "training, or refit with a larger budget."
+                )
+        X = self._check_training_counts(X, reset=first_time)
+        if first_time:
+            self._init_privacy(sample_rate, clip_norm, noise_multiplier)
+            self._init_latent_vars(X.shape[1])
+        self.sample_rate_ = sample_rate
+        start_time = time.perf_counter()
+        n_jobs = effective_n_jobs(self.n_jobs)
+        with ThreadPoolExecutor(max_workers=n_jobs) as executor:
+            batch_perplexity = self._em_step(X, executor, report_batch=self.verbose > 0)
+        if self.verbose:
+            self._print_progress(self.n_iter_ + 1, batch_perplexity, start_time)
+        self._update_privacy_spent()
+        return self
+
+    # Inference on new documents ---------------------------------------------
+
+    def _unnormalized_transform(self, X):
+        doc_topic_distr, _, _ = _e_step(
+            X,
+            self.exp_dirichlet_component_,
+            self.doc_topic_prior_,
+            self.max_doc_update_iter,
+            self.mean_change_tol,
+            math.inf,
+            False,
+            effective_n_jobs(self.n_jobs),
+        )
+        return doc_topic_distr
+
+    def transform(self, X, *, normalize=True):
+        """Document-topic distributions of ``X`` under the fitted topics.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Document-word counts.
+        normalize : bool, default=True
+            Whether to normalise each row to sum to 1 (else the variational
+            Dirichlet parameters are returned).
+
+        Returns
+        -------
+        doc_topic_distr : ndarray of shape (n_samples, n_components)
+            The document-topic distributions.
+        """
+        check_is_fitted(self)
+        X = self._check_counts(X, reset=False)
+        doc_topic_distr = self._unnormalized_transform(X)
+        if normalize:
+            doc_topic_distr /= doc_topic_distr.sum(axis=1)[:, np.newaxis]
+        return doc_topic_distr
+
+    def fit_transform(self, X, y=None, *, normalize=True):
+        """Fit to ``X``, then return its document-topic distributions.
+
+        The distributions are computed after training by :meth:`transform`,
+        from the private topics: they are outputs for the holder of ``X``, not
+        stored in the estimator.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Document-word counts.
+        y : Ignored
+            Not used, present for API consistency by convention.
+        normalize : bool, default=True
+            Whether to normalise each row to sum to 1.
+
+        Returns
+        -------
+        doc_topic_distr : ndarray of shape (n_samples, n_components)
+            The document-topic distributions.
+        """
+        return self.fit(X, y).transform(X, normalize=normalize)
+
+    def _approx_bound(self, X, doc_topic_distr, include_topic_word_bound=True):
+        """The variational lower bound of log p(X), as scikit-learn's LDA computes it.
+
+        The document part is E[log p(words, theta | beta)] - E[log q(theta)]
+        summed over the documents; the topic-word part is
+        E[log p(beta | eta) - log q(beta | lambda)], included when asked.
+        """
+        dirichlet_doc_topic = _dirichlet_expectation_2d(doc_topic_distr)
+        dirichlet_component = _dirichlet_expectation_2d(self.components_)
+        indptr, indices, data = _csr_arrays(X)
+        score = _lda_kernels.doc_log_likelihood_bound(
+            indptr,
+            indices,
+            data,
+            0,
+            X.shape[0],
+            np.ascontiguousarray(dirichlet_doc_topic),
+            np.ascontiguousarray(dirichlet_component.T),
+        )
+        score += _dirichlet_bound_term(
+            self.doc_topic_prior_,
+            doc_topic_distr,
+            dirichlet_doc_topic,
+            self.n_components,
+        )
+        if include_topic_word_bound:
+            score += _dirichlet_bound_term(
+                self.topic_word_prior_,
+                self.components_,
+                dirichlet_component,
+                self.components_.shape[1],
+            )
+        return score
+
+    def score(self, X, y=None):
+        """Approximate log-likelihood bound of ``X`` (higher is better).
+
+        As scikit-learn's ``LatentDirichletAllocation.score``: the variational
+        bound including the topic-word term.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Document-word counts.
+        y : Ignored
+            Not used, present for API consistency by convention.
+
+        Returns
+        -------
+        score : float
+            The bound.
+        """
+        check_is_fitted(self)
+        X = self._check_counts(X, reset=False)
+        return self._approx_bound(X, self._unnormalized_transform(X))
+
+    def perplexity(self, X, *, include_topic_word_bound=True):
+        """Approximate perplexity of ``X``: exp(-bound / number of words).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Document-word counts.
+        include_topic_word_bound : bool, default=True
+            Whether the bound includes the topic-word term, as scikit-learn's
+            ``perplexity`` does (its value is then comparable with
+            scikit-learn's). False gives the document-only bound, which does
+            not charge the model's own KL term to the words of ``X``: the
+            figure to compare held-out fits on.
+
+        Returns
+        -------
+        perplexity : float
+            The perplexity (lower is better).
+        """
+        check_is_fitted(self)
+        X = self._check_counts(X, reset=False)
+        bound = self._approx_bound(
+            X,
+            self._unnormalized_transform(X),
+            include_topic_word_bound=include_topic_word_bound,
+        )
+        return math.exp(-bound / X.sum())
+
+    @property
+    def _n_features_out(self):
+        """Number of transformed output features."""
+        return self.components_.shape[0]
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.positive_only = True
+        tags.input_tags.sparse = True
+        tags.transformer_tags.preserves_dtype = ["float64"]
+        return tags
