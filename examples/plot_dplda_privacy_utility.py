@@ -1,7 +1,7 @@
 """
-=====================================================
+=======================================================
 Privacy-utility trade-off of differentially private LDA
-=====================================================
+=======================================================
 
 :class:`~skprivfact.lda.DPLDA` fits latent Dirichlet allocation by stochastic
 variational inference and releases each iteration's expected word-topic counts
