@@ -36,7 +36,7 @@ from skprivfact import GeometricPrivatizer
 from skprivfact.accounting import geometric_alpha
 from skprivfact.datasets import make_poisson_factorization
 
-counts, rates, _, _ = make_poisson_factorization(
+counts, _, _, _ = make_poisson_factorization(
     n_samples=500, n_features=200, n_components=5, factor_shape=0.5, random_state=0
 )
 print(f"{counts.shape[0]} x {counts.shape[1]} counts, mean {counts.mean():.2f}, "

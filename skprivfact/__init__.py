@@ -9,6 +9,7 @@ from . import accounting, mechanisms
 from .exceptions import PrivacyBudgetExceededError, PrivacyLeakWarning
 from .lda import DPLDA
 from .logistic import DPBayesLogReg
+from .poisson_mf import PrivatePoissonMF
 from .preprocessing import GeometricPrivatizer
 
 __version__ = "0.1.0.dev0"
@@ -17,6 +18,7 @@ __all__ = [
     "DPBayesLogReg",
     "DPLDA",
     "GeometricPrivatizer",
+    "PrivatePoissonMF",
     "PrivacyLeakWarning",
     "PrivacyBudgetExceededError",
     "accounting",

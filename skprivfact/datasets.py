@@ -6,6 +6,8 @@ import numpy as np
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, validate_params
 
+from .mechanisms import two_sided_geometric
+
 __all__ = ["make_poisson_factorization"]
 
 
@@ -16,6 +18,8 @@ __all__ = ["make_poisson_factorization"]
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "factor_shape": [Interval(Real, 0, None, closed="neither")],
         "factor_rate": [Interval(Real, 0, None, closed="neither")],
+        "epsilon": [Interval(Real, 0, None, closed="neither"), None],
+        "sensitivity": [Interval(Integral, 1, None, closed="left")],
         "random_state": ["random_state"],
     },
     prefer_skip_nested_validation=True,
@@ -27,13 +31,19 @@ def make_poisson_factorization(
     *,
     factor_shape=0.1,
     factor_rate=1.0,
+    epsilon=None,
+    sensitivity=1,
     random_state=None,
 ):
-    """Draw a count matrix from the Poisson factorization model.
+    """Draw a count matrix from the Poisson factorization model, and privatize it.
 
     ``theta[d, k] ~ Gamma(factor_shape, rate=factor_rate)``,
     ``phi[k, v] ~ Gamma(factor_shape, rate=factor_rate)`` and
-    ``X[d, v] ~ Poisson(mu[d, v])`` with ``mu = theta @ phi``.
+    ``X[d, v] ~ Poisson(mu[d, v])`` with ``mu = theta @ phi``. With ``epsilon``
+    set, ``X_noisy = X + tau`` with tau drawn from the two-sided geometric
+    distribution at ``(sensitivity, epsilon)``
+    (:func:`~skprivfact.mechanisms.two_sided_geometric`), the input of
+    :class:`~skprivfact.poisson_mf.PrivatePoissonMF` with the same ``epsilon``.
 
     Parameters
     ----------
@@ -48,31 +58,45 @@ def make_poisson_factorization(
         over-dispersed counts).
     factor_rate : float, default=1.0
         Rate of the gamma prior of both factors.
+    epsilon : float, default=None
+        Privacy parameter of the noise added to make ``X_noisy``; None adds no
+        noise (``X_noisy`` is then None).
+    sensitivity : int, default=1
+        The L1 distance N of limited-precision local privacy; the noise ratio
+        is ``alpha = exp(-epsilon / sensitivity)``.
     random_state : int, RandomState instance or None, default=None
         Seed for reproducible draws.
 
     Returns
     -------
     X : ndarray of shape (n_samples, n_features), dtype int64
-        The counts.
-    rates : ndarray of shape (n_samples, n_features)
-        The Poisson rates ``mu = theta @ phi``.
+        The clean counts.
+    X_noisy : ndarray of shape (n_samples, n_features), dtype int64, or None
+        The privatized counts (None when ``epsilon`` is None).
     sample_factors : ndarray of shape (n_samples, n_components)
         ``theta``.
     components : ndarray of shape (n_components, n_features)
-        ``phi``.
+        ``phi``; the Poisson rates are ``sample_factors @ components``.
 
     Examples
     --------
     >>> from skprivfact.datasets import make_poisson_factorization
-    >>> X, rates, theta, phi = make_poisson_factorization(20, 10, 3, random_state=0)
-    >>> X.shape, theta.shape, phi.shape
-    ((20, 10), (20, 3), (3, 10))
+    >>> X, X_noisy, theta, phi = make_poisson_factorization(
+    ...     20, 10, 3, epsilon=1.0, random_state=0
+    ... )
+    >>> X.shape, X_noisy.shape, theta.shape, phi.shape
+    ((20, 10), (20, 10), (20, 3), (3, 10))
+    >>> bool((X_noisy < 0).any())
+    True
     """
     rng = check_random_state(random_state)
     scale = 1.0 / factor_rate
     sample_factors = rng.gamma(factor_shape, scale, size=(n_samples, n_components))
     components = rng.gamma(factor_shape, scale, size=(n_components, n_features))
-    rates = sample_factors @ components
-    X = rng.poisson(rates).astype(np.int64)
-    return X, rates, sample_factors, components
+    X = rng.poisson(sample_factors @ components).astype(np.int64)
+    X_noisy = None
+    if epsilon is not None:
+        X_noisy = X + two_sided_geometric(
+            epsilon, sensitivity, size=X.shape, random_state=rng
+        )
+    return X, X_noisy, sample_factors, components

@@ -31,16 +31,48 @@ FAST_PARAMS = {
         "doc_length": 20,
         "max_doc_update_iter": 20,
     },
+    "PrivatePoissonMF": {"n_components": 2, "max_iter": 10, "random_state": 0},
 }
 
 # The common checks feed random floats (uniform or Gaussian data shifted to be
-# non-negative, because of the positive_only tag). GeometricPrivatizer and DPLDA
-# take integer counts and reject fractional values by design, with
+# non-negative, because of the positive_only tag). GeometricPrivatizer, DPLDA
+# and PrivatePoissonMF take integer counts and reject fractional values by design, with
 # "X must hold integer counts; found the non-integer value ...": each check
 # below fails at that error before reaching what it tests.
 _FRACTIONAL = "fractional input is rejected by design (integer counts only)"
 
 EXPECTED_FAILED_CHECKS = {
+    # PrivatePoissonMF factorizes integer counts and rejects fractional values.
+    "PrivatePoissonMF": {
+        "check_dict_unchanged": _FRACTIONAL,
+        "check_dont_overwrite_parameters": _FRACTIONAL,
+        "check_dtype_object": _FRACTIONAL,
+        "check_estimator_sparse_array": _FRACTIONAL,
+        "check_estimator_sparse_matrix": _FRACTIONAL,
+        "check_estimator_sparse_tag": _FRACTIONAL,
+        "check_estimators_dtypes": _FRACTIONAL,
+        "check_estimators_fit_returns_self": _FRACTIONAL,
+        "check_estimators_nan_inf": _FRACTIONAL,
+        "check_estimators_overwrite_params": _FRACTIONAL,
+        "check_estimators_pickle": _FRACTIONAL,
+        "check_f_contiguous_array_estimator": _FRACTIONAL,
+        "check_fit2d_1feature": _FRACTIONAL,
+        "check_fit2d_1sample": _FRACTIONAL,
+        "check_fit2d_predict1d": _FRACTIONAL,
+        "check_fit_check_is_fitted": _FRACTIONAL,
+        "check_fit_idempotent": _FRACTIONAL,
+        "check_fit_score_takes_y": _FRACTIONAL,
+        "check_methods_sample_order_invariance": _FRACTIONAL,
+        "check_methods_subset_invariance": _FRACTIONAL,
+        "check_n_features_in": _FRACTIONAL,
+        "check_n_features_in_after_fitting": _FRACTIONAL,
+        "check_pipeline_consistency": _FRACTIONAL,
+        "check_readonly_memmap_input": _FRACTIONAL,
+        "check_transformer_data_not_an_array": _FRACTIONAL,
+        "check_transformer_general": _FRACTIONAL,
+        "check_transformer_n_iter": _FRACTIONAL,
+        "check_transformer_preserve_dtypes": _FRACTIONAL,
+    },
     # DPLDA models integer word counts and rejects fractional values by design.
     "DPLDA": {
         "check_fit_score_takes_y": f"{_FRACTIONAL}: fits on uniform floats",

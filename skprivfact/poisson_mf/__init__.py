@@ -1,0 +1,5 @@
+"""Bayesian Poisson factorization of (locally privatized) counts."""
+
+from ._estimator import PrivatePoissonMF
+
+__all__ = ["PrivatePoissonMF"]

@@ -1,0 +1,533 @@
+"""PrivatePoissonMF: Bayesian Poisson factorization of locally privatized counts."""
+
+import math
+import warnings
+from numbers import Integral, Real
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import (
+    ClassNamePrefixFeaturesOutMixin,
+    TransformerMixin,
+    _fit_context,
+)
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
+
+from ..base import LocalPrivacyEstimator
+from ..mechanisms import two_sided_geometric
+from ..utils._validation import check_count_matrix, check_noisy_count_matrix
+from ._cavi import fit_cavi, log_likelihood_sum
+
+__all__ = ["PrivatePoissonMF"]
+
+
+class PrivatePoissonMF(
+    ClassNamePrefixFeaturesOutMixin, TransformerMixin, LocalPrivacyEstimator
+):
+    """Bayesian Poisson factorization of counts privatized with geometric noise.
+
+    Privacy: the estimator is post-processing of data released under the
+    geometric mechanism (:class:`~skprivfact.GeometricPrivatizer`): every
+    count y was released as y + tau, tau ~ 2Geo(alpha), alpha =
+    exp(-epsilon / sensitivity), which is (sensitivity, epsilon)-limited-
+    precision local privacy for each row (rows within L1 distance
+    ``sensitivity`` are e**epsilon-indistinguishable). Fitting spends no
+    budget; ``epsilon`` and ``sensitivity`` only tell the model what noise to
+    expect, and must be those the data were privatized with. With
+    ``privatize=True`` the estimator releases its raw input itself, with fresh
+    noise in every call of :meth:`fit`, :meth:`transform` and :meth:`score`:
+    each call is then one release of its input at ``epsilon``, and calls on
+    the same rows compose. With ``epsilon=None`` the model is ordinary,
+    non-private Bayesian Poisson factorization. Nothing per training row is
+    kept in the fitted estimator: :meth:`fit_transform` returns the rows'
+    factors, :meth:`fit` forgets them.
+
+    The model is theta_dk ~ Gamma(a, b), phi_kv ~ Gamma(c, d), y_dv ~
+    Poisson(sum_k theta_dk phi_kv), and with ``epsilon`` set the observed
+    noisy count is y_dv + tau_dv, the true count being latent (Schein et al.
+    2019). ``solver="cavi"`` is the Bessel-mode variational algorithm of
+    Schofield et al.; ``solver="mcmc"`` is the Gibbs sampler of Schein et al.
+
+    Read more in :ref:`Privacy guarantees <privacy-local>`.
+
+    Parameters
+    ----------
+    n_components : int, default=10
+        Number of factors K.
+    epsilon : float, default=None
+        Privacy parameter the input was privatized with; None for clean counts.
+    sensitivity : int, default=1
+        The L1 distance N of limited-precision local privacy the input was
+        privatized with.
+    solver : {"cavi", "mcmc"}, default="cavi"
+        Variational inference (fast, point estimate of the posterior) or the
+        Gibbs sampler (slower, more accurate under heavy noise).
+    privatize : bool, default=False
+        Whether the input of :meth:`fit`, :meth:`transform` and :meth:`score`
+        is raw counts that the estimator privatizes itself at
+        ``(sensitivity, epsilon)`` before modelling them. This is the route
+        for tracing a privacy-utility curve with ``GridSearchCV`` over
+        ``epsilon`` on raw counts; :meth:`score` then returns the
+        log-likelihood of the clean held-out counts. Requires ``epsilon``.
+    factor_prior_shape : float, default=0.1
+        Shape a of the gamma prior of the row factors theta.
+    factor_prior_rate : float, default=1.0
+        Rate b of the gamma prior of the row factors theta.
+    component_prior_shape : float, default=0.1
+        Shape c of the gamma prior of the components phi.
+    component_prior_rate : float, default=1.0
+        Rate d of the gamma prior of the components phi.
+    empirical_bayes : bool, default=False
+        Whether to fit the prior shape and rate per component by empirical
+        Bayes (Wang's EBPMF), alternating with the sweeps; the four prior
+        parameters above are then only starting values. CAVI only.
+    max_iter : int, default=200
+        Maximum number of CAVI sweeps (also used by :meth:`transform`).
+    tol : float, default=1e-4
+        CAVI stops when the relative change of the log-likelihood per entry at
+        the posterior means, checked every ``evaluate_every`` sweeps, is below
+        ``tol`` in absolute value.
+    evaluate_every : int, default=5
+        How often (in sweeps) CAVI evaluates its stopping objective; the
+        evaluation costs about one sweep for noisy data.
+    bessel_statistic : {"mean", "mode"}, default="mean"
+        CAVI with noise: the summary of the Bessel-distributed min(y+, g-)
+        that each sweep uses. "mean" is the exact CAVI expectation under
+        q(min(y+, g-)) = Bessel(|y~|, a); "mode" is the cheaper Bessel-mode
+        approximation of Schofield et al., which underestimates the true
+        counts more (see ``benchmarks/bench_poisson_mf.py`` for both).
+    n_burn_in : int, default=1000
+        MCMC sweeps discarded before keeping samples.
+    n_kept_samples : int, default=500
+        MCMC samples kept after burn-in (one per sweep) and averaged.
+    n_chains : int, default=1
+        Independent MCMC chains, run in parallel with joblib; with two or
+        more, ``rhat_`` diagnoses convergence.
+    n_jobs : int, default=None
+        Number of joblib workers for the chains; None means 1 unless in a
+        :obj:`joblib.parallel_backend` context, -1 means all processors.
+    random_state : int, RandomState instance or None, default=None
+        Initialisation, MCMC draws and, with ``privatize=True``, the noise:
+        the stream starts in :meth:`fit` and :meth:`transform` and
+        :meth:`score` continue it, so each release gets fresh noise. A fixed
+        int gives the same result for any number of threads, and restarts the
+        same noise at every :meth:`fit` (as in cross-validation): for real
+        releases with ``privatize=True`` leave it None, since two different
+        datasets released with the same noise reveal their difference.
+    verbose : int, default=0
+        Progress output: iteration, objective and seconds per iteration.
+
+    Attributes
+    ----------
+    components_ : ndarray of shape (n_components, n_features)
+        Posterior mean of phi.
+    component_shape_ : ndarray of shape (n_components, n_features)
+        Shape of the gamma q(phi) (for MCMC, moment-matched to the samples).
+    component_rate_ : ndarray of shape (n_components, n_features)
+        Rate of the gamma q(phi).
+    factor_prior_shape_ : ndarray of shape (n_components,)
+        Prior shape of theta per component (fitted with empirical Bayes).
+    factor_prior_rate_ : ndarray of shape (n_components,)
+        Prior rate of theta per component.
+    component_prior_shape_ : ndarray of shape (n_components,)
+        Prior shape of phi per component.
+    component_prior_rate_ : ndarray of shape (n_components,)
+        Prior rate of phi per component.
+    alpha_ : float or None
+        The noise ratio exp(-epsilon / sensitivity); None without privacy.
+    n_iter_ : int
+        Number of sweeps run (MCMC: burn-in plus kept, per chain).
+    objective_trace_ : ndarray of shape (n_evaluations, 2)
+        Iteration and mean log-likelihood per training entry at the posterior
+        means (of the noisy data when private). For MCMC, the trace of the
+        first chain, one row per kept sample.
+    loglik_samples_ : ndarray of shape (n_chains, n_kept_samples)
+        MCMC only: log-likelihood per entry of each kept sample.
+    rhat_ : float
+        MCMC only: split R-hat of the log-likelihood trace over the chains
+        (NaN with fewer than 4 kept samples).
+    n_features_in_ : int
+        Number of features seen during :term:`fit`.
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
+        Names of features seen during :term:`fit`. Defined only when `X`
+        has feature names that are all strings.
+
+    See Also
+    --------
+    skprivfact.GeometricPrivatizer : Releases counts under the noise this model expects.
+    sklearn.decomposition.NMF : Non-Bayesian factorization (KL loss = Poisson).
+
+    Notes
+    -----
+    A private CAVI fit starts from the naive model (noise ignored, negatives
+    clipped to 0) fitted by CAVI to convergence: from a random start, CAVI on
+    noisy counts tends to settle where the noise absorbs most of the counts.
+    ``n_iter_`` counts the private sweeps only.
+    :meth:`transform` runs CAVI sweeps for the new rows with q(phi) fixed,
+    for either solver (after MCMC, q(phi) is the gamma matching the mean and
+    variance of the samples of phi).
+
+    Clean counts (``epsilon=None``) may be sparse; the work is then
+    proportional to the non-zeros. Noisy counts are dense by nature (every
+    entry carries noise). The CAVI sweep costs six D x K x V matrix products
+    plus one fused pass over the entries (numba, parallel over rows).
+
+    References
+    ----------
+    A. Schein, Z. S. Wu, A. Schofield, M. Zhou and H. Wallach, "Locally
+    Private Bayesian Inference for Count Models", ICML 2019.
+
+    A. Schofield, A. Schein, Z. S. Wu and H. Wallach, "A Variational
+    Inference Approach to Locally Private Inference of Poisson Factorization
+    Models", 2019.
+
+    Z. Wang, M. Stephens et al., "Empirical Bayes Poisson matrix
+    factorization" (EBPMF).
+
+    Examples
+    --------
+    >>> from skprivfact.datasets import make_poisson_factorization
+    >>> from skprivfact.poisson_mf import PrivatePoissonMF
+    >>> X, X_noisy, theta, phi = make_poisson_factorization(
+    ...     100, 40, 3, factor_shape=1.0, epsilon=2.0, random_state=0)
+    >>> model = PrivatePoissonMF(n_components=3, epsilon=2.0, random_state=0)
+    >>> factors = model.fit_transform(X_noisy)
+    >>> factors.shape, model.components_.shape
+    ((100, 3), (3, 40))
+    """
+
+    _parameter_constraints: dict = {
+        **LocalPrivacyEstimator._parameter_constraints,
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "epsilon": [Interval(Real, 0, None, closed="neither"), None],
+        "solver": [StrOptions({"cavi", "mcmc"})],
+        "privatize": ["boolean"],
+        "factor_prior_shape": [Interval(Real, 0, None, closed="neither")],
+        "factor_prior_rate": [Interval(Real, 0, None, closed="neither")],
+        "component_prior_shape": [Interval(Real, 0, None, closed="neither")],
+        "component_prior_rate": [Interval(Real, 0, None, closed="neither")],
+        "empirical_bayes": ["boolean"],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "evaluate_every": [Interval(Integral, 1, None, closed="left")],
+        "bessel_statistic": [StrOptions({"mean", "mode"})],
+        "n_burn_in": [Interval(Integral, 0, None, closed="left")],
+        "n_kept_samples": [Interval(Integral, 1, None, closed="left")],
+        "n_chains": [Interval(Integral, 1, None, closed="left")],
+        "n_jobs": [Integral, None],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+    }
+
+    def __init__(
+        self,
+        n_components=10,
+        *,
+        epsilon=None,
+        sensitivity=1,
+        solver="cavi",
+        privatize=False,
+        factor_prior_shape=0.1,
+        factor_prior_rate=1.0,
+        component_prior_shape=0.1,
+        component_prior_rate=1.0,
+        empirical_bayes=False,
+        max_iter=200,
+        tol=1e-4,
+        evaluate_every=5,
+        bessel_statistic="mean",
+        n_burn_in=1000,
+        n_kept_samples=500,
+        n_chains=1,
+        n_jobs=None,
+        random_state=None,
+        verbose=0,
+    ):
+        self.n_components = n_components
+        self.epsilon = epsilon
+        self.sensitivity = sensitivity
+        self.solver = solver
+        self.privatize = privatize
+        self.factor_prior_shape = factor_prior_shape
+        self.factor_prior_rate = factor_prior_rate
+        self.component_prior_shape = component_prior_shape
+        self.component_prior_rate = component_prior_rate
+        self.empirical_bayes = empirical_bayes
+        self.max_iter = max_iter
+        self.tol = tol
+        self.evaluate_every = evaluate_every
+        self.bessel_statistic = bessel_statistic
+        self.n_burn_in = n_burn_in
+        self.n_kept_samples = n_kept_samples
+        self.n_chains = n_chains
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def _check_params(self):
+        if self.privatize and self.epsilon is None:
+            raise ValueError(
+                "privatize=True releases the input with geometric noise at "
+                "epsilon; set epsilon (got None)."
+            )
+        if self.empirical_bayes and self.solver != "cavi":
+            raise ValueError(
+                "empirical_bayes=True needs solver='cavi'; the Gibbs sampler "
+                f"keeps the fixed priors (got solver={self.solver!r})."
+            )
+
+    def _noise_ratio(self):
+        if self.epsilon is None:
+            return None
+        return math.exp(-self.epsilon / self.sensitivity)
+
+    def _check_input(self, X, reset, rng=None):
+        """Validate X and bring it to the form the solvers take.
+
+        Returns CSR float64 clean counts (``epsilon=None``) or a dense
+        C-contiguous float64 noisy matrix, plus the clean counts when
+        ``privatize`` (for scoring), else None.
+        """
+        if self.epsilon is None or self.privatize:
+            X = check_count_matrix(X, estimator=self, reset=reset)
+        else:
+            X = check_noisy_count_matrix(X, estimator=self, reset=reset)
+        if self.epsilon is None:
+            return sp.csr_matrix(X, dtype=np.float64), None
+        dense = X.toarray() if sp.issparse(X) else np.asarray(X)
+        dense = np.ascontiguousarray(dense, dtype=np.float64)
+        if not self.privatize:
+            return dense, None
+        noise = two_sided_geometric(
+            self.epsilon, self.sensitivity, size=dense.shape, random_state=rng
+        )
+        return dense + noise, dense
+
+    def _priors(self):
+        def per_component(value):
+            return np.full(self.n_components, float(value))
+
+        return (
+            (per_component(self.factor_prior_shape), per_component(self.factor_prior_rate)),
+            (per_component(self.component_prior_shape),
+             per_component(self.component_prior_rate)),
+        )
+
+    def _init_factors(self, X, rng):
+        """Random starting q(theta), q(phi) whose product matches the mean count."""
+        n_rows, n_cols = X.shape
+        K = self.n_components
+        mean_count = max(float(X.sum()) / (n_rows * n_cols), 1e-3)
+        scale = math.sqrt(mean_count / K)
+        theta_shape = 1.0 + rng.uniform(0.0, 1.0, size=(n_rows, K))
+        theta_rate = theta_shape / (scale * rng.uniform(0.5, 1.5, size=(n_rows, K)))
+        phi_shape = 1.0 + rng.uniform(0.0, 1.0, size=(K, n_cols))
+        phi_rate = phi_shape / (scale * rng.uniform(0.5, 1.5, size=(K, n_cols)))
+        return theta_shape, theta_rate, phi_shape, phi_rate
+
+    def _fit(self, X):
+        self._check_params()
+        rng = check_random_state(self.random_state)
+        X, _ = self._check_input(X, reset=True, rng=rng)
+        # transform and score continue this stream, so every release made
+        # with privatize=True gets fresh noise
+        self._noise_rng = rng if self.privatize else None
+        n_rows, n_cols = X.shape
+        if self.n_components > min(n_rows, n_cols):
+            warnings.warn(
+                f"n_components={self.n_components} is larger than the smaller "
+                f"dimension of X {X.shape}; the extra components are not identifiable.",
+                UserWarning,
+            )
+        alpha = self._noise_ratio()
+        theta_prior, phi_prior = self._priors()
+        if self.solver == "cavi":
+            theta_shape, theta_rate, phi_shape, phi_rate = self._init_factors(
+                X if alpha is None else np.maximum(X, 0.0), rng
+            )
+            if alpha is not None:
+                # start from the converged naive model (see Notes)
+                warm = fit_cavi(
+                    sp.csr_matrix(np.maximum(X, 0.0)), None, theta_shape, theta_rate,
+                    phi_shape, phi_rate, theta_prior=theta_prior, phi_prior=phi_prior,
+                    max_iter=self.max_iter, tol=self.tol,
+                    evaluate_every=self.evaluate_every, verbose=self.verbose,
+                    print_prefix="naive start, ",
+                )
+                theta_shape, theta_rate = warm["theta_shape"], warm["theta_rate"]
+                phi_shape, phi_rate = warm["phi_shape"], warm["phi_rate"]
+            result = fit_cavi(
+                X, alpha, theta_shape, theta_rate, phi_shape, phi_rate,
+                theta_prior=theta_prior, phi_prior=phi_prior,
+                empirical_bayes=self.empirical_bayes, max_iter=self.max_iter,
+                tol=self.tol, evaluate_every=self.evaluate_every,
+                bessel_statistic=self.bessel_statistic, verbose=self.verbose,
+            )
+            self.component_shape_ = result["phi_shape"]
+            self.component_rate_ = result["phi_rate"]
+            self.factor_prior_shape_, self.factor_prior_rate_ = result["theta_prior"]
+            self.component_prior_shape_, self.component_prior_rate_ = result["phi_prior"]
+            self.n_iter_ = result["n_iter"]
+            self.objective_trace_ = np.array(result["objective_trace"]).reshape(-1, 2)
+            row_factors = result["theta_shape"] / result["theta_rate"]
+        else:
+            from ._mcmc import fit_mcmc_chains
+
+            result = fit_mcmc_chains(
+                X, alpha, self.n_components,
+                theta_prior=theta_prior, phi_prior=phi_prior,
+                n_burn_in=self.n_burn_in, n_kept=self.n_kept_samples,
+                n_chains=self.n_chains, n_jobs=self.n_jobs, rng=rng,
+                verbose=self.verbose,
+            )
+            phi_mean, phi_var = result["phi_mean"], result["phi_var"]
+            phi_var = np.maximum(phi_var, 1e-12 * phi_mean**2 + 1e-300)
+            self.component_shape_ = phi_mean**2 / phi_var
+            self.component_rate_ = phi_mean / phi_var
+            self.factor_prior_shape_, self.factor_prior_rate_ = theta_prior
+            self.component_prior_shape_, self.component_prior_rate_ = phi_prior
+            self.n_iter_ = self.n_burn_in + self.n_kept_samples
+            self.loglik_samples_ = result["loglik_samples"]
+            self.rhat_ = result["rhat"]
+            self.objective_trace_ = np.column_stack(
+                [
+                    self.n_burn_in + np.arange(1, self.n_kept_samples + 1),
+                    self.loglik_samples_[0],
+                ]
+            )
+            row_factors = result["theta_mean"]
+        self.components_ = self.component_shape_ / self.component_rate_
+        self.alpha_ = alpha
+        return row_factors
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None):
+        """Fit the model to the (noisy) counts ``X``.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Integer counts: non-negative with ``epsilon=None`` or
+            ``privatize=True``, privatized (possibly negative) otherwise.
+        y : Ignored
+            Not used, present for API consistency by convention.
+
+        Returns
+        -------
+        self : object
+            Fitted estimator.
+        """
+        self._fit(X)
+        return self
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit_transform(self, X, y=None):
+        """Fit the model and return the posterior mean of the training rows' factors.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Integer counts, as in :meth:`fit`.
+        y : Ignored
+            Not used, present for API consistency by convention.
+
+        Returns
+        -------
+        X_new : ndarray of shape (n_samples, n_components)
+            E[theta] of each row.
+        """
+        return self._fit(X)
+
+    def _infer_rows(self, X):
+        """E[theta] for prepared rows X with q(phi) held fixed (CAVI)."""
+        alpha = self.alpha_
+        n_rows = X.shape[0]
+        K = self.n_components
+        phi_mean = self.components_
+        row_mass = (
+            np.asarray(X.sum(axis=1)).ravel() if alpha is None else X.sum(axis=1)
+        )
+        start = np.maximum(row_mass, 1e-3) / max(phi_mean.sum(), 1e-300)
+        # Deterministic start (no random_state at transform time): equal
+        # factors matching each row's total; q(phi) breaks the symmetry.
+        theta_shape = np.ones((n_rows, K))
+        theta_rate = np.repeat((1.0 / start)[:, None], K, axis=1)
+        theta_prior = (self.factor_prior_shape_, self.factor_prior_rate_)
+        phi_prior = (self.component_prior_shape_, self.component_prior_rate_)
+        result = fit_cavi(
+            X, alpha, theta_shape, theta_rate,
+            self.component_shape_, self.component_rate_,
+            theta_prior=theta_prior, phi_prior=phi_prior,
+            update_components=False, max_iter=self.max_iter, tol=self.tol,
+            evaluate_every=self.evaluate_every,
+            bessel_statistic=self.bessel_statistic, verbose=0,
+        )
+        return result["theta_shape"] / result["theta_rate"]
+
+    def transform(self, X):
+        """Posterior mean of the factors of new rows, components held fixed.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Integer counts of the kind given to :meth:`fit` (privatized here
+            first when ``privatize=True``).
+
+        Returns
+        -------
+        X_new : ndarray of shape (n_samples, n_components)
+            E[theta] of each row.
+        """
+        check_is_fitted(self)
+        X, _ = self._check_input(X, reset=False, rng=self._noise_rng)
+        return self._infer_rows(X)
+
+    def score(self, X, y=None):
+        """Mean log-likelihood per entry of ``X`` under the fitted model.
+
+        The rows' factors are inferred with :meth:`transform`; the score is
+        the exact log-likelihood at the posterior means: Poisson for clean
+        counts, Poisson convolved with the two-sided geometric noise for
+        noisy counts (a closed form in Poisson CDFs, evaluated in log
+        space). With ``privatize=True``, ``X`` is raw counts: the factors are inferred from a fresh
+        privatized release of ``X`` and the score is the Poisson
+        log-likelihood of the clean ``X``, the utility measure of a
+        privacy-utility curve.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Counts of the kind given to :meth:`fit`.
+        y : Ignored
+            Not used, present for API consistency by convention.
+
+        Returns
+        -------
+        score : float
+            Mean log-likelihood per entry (higher is better).
+        """
+        check_is_fitted(self)
+        X_model, X_clean = self._check_input(X, reset=False, rng=self._noise_rng)
+        row_factors = self._infer_rows(X_model)
+        n_entries = X_model.shape[0] * X_model.shape[1]
+        if self.privatize:
+            total = log_likelihood_sum(
+                sp.csr_matrix(X_clean), None, row_factors, self.components_
+            )
+        else:
+            total = log_likelihood_sum(X_model, self.alpha_, row_factors, self.components_)
+        return float(total / n_entries)
+
+    @property
+    def _n_features_out(self):
+        return self.components_.shape[0]
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        # noisy counts may be negative: only the non-private model is positive-only
+        tags.input_tags.positive_only = self.epsilon is None or self.privatize
+        tags.transformer_tags.preserves_dtype = ["float64"]
+        return tags

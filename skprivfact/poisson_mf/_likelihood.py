@@ -1,0 +1,141 @@
+"""Log-likelihood of counts under Poisson factorization, clean or noisy (numba).
+
+A noisy count is y + tau with y ~ Poisson(mu) and tau ~ 2Geo(alpha); its pmf
+is the convolution
+
+    P(k) = (1-alpha)/(1+alpha) * [ alpha**k e**(mu/alpha - mu) F(k; mu/alpha)
+                                   + alpha**(-k) e**(mu alpha - mu) (1 - F(k; mu alpha)) ]
+
+with F(k; r) the Poisson(r) CDF at k (zero for k < 0). Everything is computed
+in log space; the Poisson tails are summed from k outward, so neither term
+underflows before the logarithm is taken.
+"""
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+_TAIL_CUTOFF = 1e-18
+
+
+@njit(cache=True)
+def _log_poisson_pmf(k, rate):
+    if rate <= 0.0:
+        return 0.0 if k == 0.0 else -np.inf
+    return k * math.log(rate) - rate - math.lgamma(k + 1.0)
+
+
+@njit(cache=True)
+def _log1mexp(x):
+    # log(1 - exp(x)) for x <= 0, accurate on both sides of log(1/2)
+    if x > -0.6931471805599453:
+        return math.log(-math.expm1(x))
+    return math.log1p(-math.exp(x))
+
+
+@njit(cache=True)
+def _log_tail_sum(log_first, start, rate, upward):
+    """log of sum of Poisson(rate) pmf from ``start`` going up (or down to 0).
+
+    The terms fall monotonically in the direction of the sum (the caller
+    starts on the far side of the mode), so it stops once a term is below
+    ``_TAIL_CUTOFF`` of the running total.
+    """
+    total = 1.0
+    weight = 1.0
+    k = start
+    if upward:
+        while True:
+            weight *= rate / (k + 1.0)
+            k += 1.0
+            total += weight
+            if weight < _TAIL_CUTOFF * total:
+                break
+    else:
+        while k > 0.0:
+            weight *= k / rate
+            k -= 1.0
+            total += weight
+            if weight < _TAIL_CUTOFF * total:
+                break
+    return log_first + math.log(total)
+
+
+@njit(cache=True)
+def log_poisson_cdf_sf(k, rate):
+    """(log P(Y <= k), log P(Y > k)) for Y ~ Poisson(rate), k an integer."""
+    if k < 0.0:
+        return -np.inf, 0.0
+    if rate <= 0.0:
+        return 0.0, -np.inf
+    if k < rate:
+        # lower tail is the small one; its terms fall from k down to 0
+        log_cdf = _log_tail_sum(_log_poisson_pmf(k, rate), k, rate, False)
+        return log_cdf, _log1mexp(min(log_cdf, 0.0))
+    # upper tail is the small one; its terms fall from k + 1 upward
+    log_sf = _log_tail_sum(_log_poisson_pmf(k + 1.0, rate), k + 1.0, rate, True)
+    return _log1mexp(min(log_sf, 0.0)), log_sf
+
+
+@njit(cache=True)
+def noisy_count_logpmf(k, mu, alpha):
+    """log P(y + tau = k) for y ~ Poisson(mu), tau ~ 2Geo(alpha)."""
+    log_alpha = math.log(alpha)
+    log_const = math.log1p(-alpha) - math.log1p(alpha)
+    log_cdf_high, _ = log_poisson_cdf_sf(k, mu / alpha)
+    _, log_sf_low = log_poisson_cdf_sf(k, mu * alpha)
+    first = k * log_alpha + mu / alpha - mu + log_cdf_high
+    second = -k * log_alpha + mu * alpha - mu + log_sf_low
+    if first == -np.inf and second == -np.inf:
+        return -np.inf
+    high = max(first, second)
+    return log_const + high + math.log(math.exp(first - high) + math.exp(second - high))
+
+
+@njit(cache=True, parallel=True)
+def noisy_loglik_sum(noisy, row_factors, components, alpha):
+    """Sum over a dense noisy matrix of log P(noisy[d, v]) at mu = theta @ phi."""
+    n_rows, n_cols = noisy.shape
+    row_totals = np.zeros(n_rows)
+    for d in prange(n_rows):
+        mu_row = row_factors[d] @ components
+        acc = 0.0
+        for v in range(n_cols):
+            acc += noisy_count_logpmf(noisy[d, v], mu_row[v], alpha)
+        row_totals[d] = acc
+    return row_totals.sum()
+
+
+@njit(cache=True, parallel=True)
+def _clean_nonzero_terms(indptr, indices, data, row_factors, components):
+    n_rows = indptr.shape[0] - 1
+    n_components = components.shape[0]
+    row_totals = np.zeros(n_rows)
+    for d in prange(n_rows):
+        acc = 0.0
+        for idx in range(indptr[d], indptr[d + 1]):
+            v = indices[idx]
+            mu = 0.0
+            for k in range(n_components):
+                mu += row_factors[d, k] * components[k, v]
+            count = data[idx]
+            if mu > 0.0:
+                acc += count * math.log(mu) - math.lgamma(count + 1.0)
+            elif count > 0.0:
+                acc += -np.inf
+        row_totals[d] = acc
+    return row_totals.sum()
+
+
+def clean_loglik_sum(X_csr, row_factors, components):
+    """Sum of Poisson log-pmfs of a CSR count matrix at mu = theta @ phi.
+
+    Work is proportional to the non-zeros: the zeros contribute -mu each, and
+    the sum of all mu is (row sums of theta) . (column sums of phi).
+    """
+    nonzero_part = _clean_nonzero_terms(
+        X_csr.indptr, X_csr.indices, X_csr.data.astype(np.float64),
+        row_factors, components,
+    )
+    return nonzero_part - float(row_factors.sum(axis=0) @ components.sum(axis=1))
