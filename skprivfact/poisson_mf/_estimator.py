@@ -95,7 +95,7 @@ class PrivatePoissonMF(
     bessel_statistic : {"mean", "mode"}, default="mean"
         CAVI with noise: the summary of the Bessel-distributed min(y+, g-)
         that each sweep uses. "mean" is the exact CAVI expectation under
-        q(min(y+, g-)) = Bessel(|y~|, a); "mode" is the cheaper Bessel-mode
+        ``q(min(y+, g-)) = Bessel(|y~|, a)``; "mode" is the cheaper Bessel-mode
         approximation of Schofield et al., which underestimates the true
         counts more (see ``benchmarks/bench_poisson_mf.py`` for both).
     n_burn_in : int, default=1000
