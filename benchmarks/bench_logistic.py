@@ -33,6 +33,7 @@ from sklearn.metrics import log_loss, roc_auc_score
 from sklearn.model_selection import train_test_split
 from threadpoolctl import threadpool_limits
 
+from skprivfact.datasets import load_adult
 from skprivfact.logistic import DPBayesLogReg
 
 ADULT = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "adult"
@@ -41,60 +42,6 @@ EPSILONS = [0.1, 0.5, 1.0, 2.0, 5.0, INF]
 DELTA = 1e-5
 N_SPLITS = 10
 STOCHASTIC = {"batch_size": 5200, "max_iter": 25}
-
-
-def load_adult():
-    """One-hot Adult with continuous columns scaled by fixed bounds, norm <= 1."""
-    import pandas as pd
-
-    columns = [
-        "age",
-        "workclass",
-        "fnlwgt",
-        "education",
-        "education-num",
-        "marital-status",
-        "occupation",
-        "relationship",
-        "race",
-        "sex",
-        "capital-gain",
-        "capital-loss",
-        "hours-per-week",
-        "native-country",
-        "income",
-    ]
-    frame = pd.read_csv(
-        ADULT / "adult.data",
-        header=None,
-        names=columns,
-        skipinitialspace=True,
-        na_values="?",
-    )
-    categorical = [
-        "workclass",
-        "education",
-        "marital-status",
-        "occupation",
-        "relationship",
-        "race",
-        "sex",
-        "native-country",
-    ]
-    continuous = np.column_stack(
-        [
-            frame["age"] / 100,
-            frame["education-num"] / 16,
-            np.log1p(frame["capital-gain"]) / np.log1p(1e5),
-            np.log1p(frame["capital-loss"]) / np.log1p(1e4),
-            frame["hours-per-week"] / 100,
-        ]
-    ).clip(0, 1)
-    onehot = pd.get_dummies(frame[categorical].fillna("missing"), dtype=float)
-    # At most 13 entries of at most 1 each: a bound fixed in advance.
-    X = np.hstack([continuous, onehot.to_numpy()]) / math.sqrt(13)
-    y = (frame["income"] == ">50K").to_numpy().astype(int)
-    return X, y
 
 
 def make_problem(n_samples, n_features, *, scale=3.0, seed=0):
@@ -179,7 +126,7 @@ def section_reference():
     if not (ADULT / "adult.data").exists():
         print("  Adult data absent: skipped")
         return
-    X, y = load_adult()
+    X, y = load_adult(ADULT)
     X_train, X_test, y_train, y_test = train_test_split(
         X, y, test_size=0.2, stratify=y, random_state=0
     )
@@ -202,7 +149,7 @@ def section_utility():
     if not (ADULT / "adult.data").exists():
         print("  Adult data absent: skipped")
         return
-    X, y = load_adult()
+    X, y = load_adult(ADULT)
     settings = [
         ("full batch, max_iter=10", {}),
         (

@@ -36,6 +36,7 @@ from sklearn.calibration import calibration_curve
 from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import train_test_split
 
+from skprivfact.datasets import load_adult
 from skprivfact.logistic import DPBayesLogReg
 
 
@@ -51,54 +52,6 @@ def find_adult():
     return None
 
 
-def load_adult(path):
-    import pandas as pd
-
-    columns = [
-        "age",
-        "workclass",
-        "fnlwgt",
-        "education",
-        "education-num",
-        "marital-status",
-        "occupation",
-        "relationship",
-        "race",
-        "sex",
-        "capital-gain",
-        "capital-loss",
-        "hours-per-week",
-        "native-country",
-        "income",
-    ]
-    frame = pd.read_csv(
-        path, header=None, names=columns, skipinitialspace=True, na_values="?"
-    )
-    categorical = [
-        "workclass",
-        "education",
-        "marital-status",
-        "occupation",
-        "relationship",
-        "race",
-        "sex",
-        "native-country",
-    ]
-    continuous = np.column_stack(
-        [
-            frame["age"] / 100,
-            frame["education-num"] / 16,
-            np.log1p(frame["capital-gain"]) / np.log1p(1e5),
-            np.log1p(frame["capital-loss"]) / np.log1p(1e4),
-            frame["hours-per-week"] / 100,
-        ]
-    ).clip(0, 1)
-    onehot = pd.get_dummies(frame[categorical].fillna("missing"), dtype=float)
-    X = np.hstack([continuous, onehot.to_numpy()]) / math.sqrt(13)
-    y = (frame["income"] == ">50K").to_numpy().astype(int)
-    return X, y, "Adult"
-
-
 def make_synthetic(n_samples=30_000, n_features=40, seed=0):
     rng = np.random.RandomState(seed)
     X = rng.normal(size=(n_samples, n_features)) / math.sqrt(2 * n_features)
@@ -109,7 +62,7 @@ def make_synthetic(n_samples=30_000, n_features=40, seed=0):
 
 
 adult = find_adult()
-X, y, name = load_adult(adult) if adult is not None else make_synthetic()
+X, y, name = (*load_adult(adult), "Adult") if adult is not None else make_synthetic()
 X_train, X_test, y_train, y_test = train_test_split(
     X, y, test_size=0.2, stratify=y, random_state=0
 )

@@ -17,6 +17,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from skprivfact import logistic
 from skprivfact.accounting import calibrate_noise_multiplier
+from skprivfact.datasets import load_adult
 from skprivfact.exceptions import PrivacyLeakWarning
 from skprivfact.logistic import (
     DPBayesLogReg,
@@ -525,12 +526,12 @@ ADULT = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "adult"
 
 @pytest.mark.skipif(not (ADULT / "adult.data").exists(), reason="Adult data absent")
 def test_adult_noise_free_matches_logistic_regression():
-    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pandas")
     from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import roc_auc_score
     from sklearn.model_selection import train_test_split
 
-    X, y = load_adult(pd)
+    X, y = load_adult(ADULT)
     X_train, X_test, y_train, y_test = train_test_split(
         X, y, test_size=0.2, stratify=y, random_state=0
     )
@@ -544,54 +545,3 @@ def test_adult_noise_free_matches_logistic_regression():
     reference_auc = roc_auc_score(y_test, reference.predict_proba(X_test)[:, 1])
     assert abs(auc - reference_auc) < 0.005
 
-
-def load_adult(pd):
-    """One-hot Adult with continuous columns scaled by fixed bounds, norm <= 1."""
-    columns = [
-        "age",
-        "workclass",
-        "fnlwgt",
-        "education",
-        "education-num",
-        "marital-status",
-        "occupation",
-        "relationship",
-        "race",
-        "sex",
-        "capital-gain",
-        "capital-loss",
-        "hours-per-week",
-        "native-country",
-        "income",
-    ]
-    frame = pd.read_csv(
-        ADULT / "adult.data",
-        header=None,
-        names=columns,
-        skipinitialspace=True,
-        na_values="?",
-    )
-    categorical = [
-        "workclass",
-        "education",
-        "marital-status",
-        "occupation",
-        "relationship",
-        "race",
-        "sex",
-        "native-country",
-    ]
-    continuous = np.column_stack(
-        [
-            frame["age"] / 100,
-            frame["education-num"] / 16,
-            np.log1p(frame["capital-gain"]) / np.log1p(1e5),
-            np.log1p(frame["capital-loss"]) / np.log1p(1e4),
-            frame["hours-per-week"] / 100,
-        ]
-    ).clip(0, 1)
-    onehot = pd.get_dummies(frame[categorical].fillna("missing"), dtype=float)
-    # At most 13 entries of at most 1 each: a norm bound fixed in advance.
-    X = np.hstack([continuous, onehot.to_numpy()]) / math.sqrt(13)
-    y = (frame["income"] == ">50K").to_numpy().astype(int)
-    return X, y
