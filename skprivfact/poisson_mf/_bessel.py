@@ -115,6 +115,22 @@ def bessel_mean(nu, a):
     """Mean of Bessel(nu, a), (a/2) I_{nu+1}(a) / I_nu(a)."""
     if a <= 0.0:
         return 0.0
+    half_a_sq = 0.25 * a * a
+    if half_a_sq < nu + 1.0:
+        # Mode 0 (w(1) < w(0)), the usual case: one upward pass, the same
+        # sums as _relative_sums(nu, a, 0) without locating the mode.
+        total = 1.0
+        first_moment = 0.0
+        weight = 1.0
+        m = 0.0
+        while True:
+            weight *= half_a_sq / ((m + 1.0) * (m + nu + 1.0))
+            m += 1.0
+            total += weight
+            first_moment += m * weight
+            if weight < _TAIL_CUTOFF * total:
+                break
+        return first_moment / total
     mode = bessel_mode(nu, a)
     total, first_moment = _relative_sums(nu, a, mode)
     return first_moment / total
@@ -133,7 +149,8 @@ def bessel_sample(nu, a):
     """
     if a <= 0.0:
         return 0.0
-    mode = bessel_mode(nu, a)
+    # w(1) < w(0) means mode 0 without the square root of bessel_mode
+    mode = 0.0 if 0.25 * a * a < nu + 1.0 else bessel_mode(nu, a)
     if mode == 0.0:
         # Small a: the chain starts at 0 and only goes up; one pass suffices
         # most of the time, since the first term usually holds the draw.

@@ -10,6 +10,7 @@ per-entry work is one fused numba pass; everything that is a matrix product
 goes to BLAS.
 """
 
+import functools
 import math
 import time
 
@@ -17,9 +18,29 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
 from scipy.special import gammaln, psi
+from threadpoolctl import threadpool_limits
 
 from ._bessel import bessel_mean, bessel_mode
 from ._likelihood import clean_loglik_sum, noisy_loglik_sum
+
+
+def blas_single_threaded(solver):
+    """Run ``solver`` with one BLAS thread.
+
+    A sweep alternates parallel numba kernels with dense products; the idle
+    threads of each pool spin for a while after their parallel region and
+    take the cores from the other pool (the reason scikit-learn's KMeans
+    limits BLAS around its OpenMP loops). The products are small next to the
+    per-entry kernels, so one BLAS thread costs less than the contention.
+    """
+
+    @functools.wraps(solver)
+    def wrapper(*args, **kwargs):
+        with threadpool_limits(limits=1, user_api="blas"):
+            return solver(*args, **kwargs)
+
+    return wrapper
+
 
 # Sweeps with the fixed priors before empirical Bayes starts: from a random
 # start the sub-count totals are nearly uniform over rows, their best gamma
@@ -55,6 +76,30 @@ def gamma_moments(shape, rate):
     return mean, mean / rate, np.maximum(np.exp(psi(shape)) / rate, _TINY)
 
 
+@njit(cache=True)
+def exp_digamma(x):
+    """exp(psi(x)) for x > 0: the recurrence up to 6 taken two steps per
+    division, then x exp(asymptotic series) with no logarithm."""
+    shifted = x
+    recurrence = 0.0
+    while shifted < 5.0:
+        # 1/y + 1/(y+1) with one division
+        recurrence += (2.0 * shifted + 1.0) / (shifted * (shifted + 1.0))
+        shifted += 2.0
+    if shifted < 6.0:
+        recurrence += 1.0 / shifted
+        shifted += 1.0
+    inv = 1.0 / shifted
+    inv2 = inv * inv
+    return shifted * math.exp(
+        -recurrence
+        - 0.5 * inv
+        - inv2
+        * (1.0 / 12
+           - inv2 * (1.0 / 120 - inv2 * (1.0 / 252 - inv2 * (1.0 / 240 - inv2 / 132))))
+    )
+
+
 # exp(psi(1 + n)) for integer n: the shape of q(lambda-) is 1 + E[g-], an
 # integer after the first sweep, so a table saves a digamma per entry.
 _EXP_DIGAMMA_INT = np.exp(psi(1.0 + np.arange(4096)))
@@ -65,7 +110,7 @@ def _exp_digamma(shape, table):
     whole = shape - 1.0
     if whole >= 0.0 and whole < table.shape[0] and whole == math.floor(whole):
         return table[int(whole)]
-    return math.exp(digamma(shape))
+    return exp_digamma(shape)
 
 
 @njit(cache=True, parallel=True)
@@ -88,7 +133,7 @@ def _private_entry_update(noisy, mean_mu, var_mu, geo_mu, pos_shape, neg_shape, 
         for v in range(n_cols):
             shape_pos = pos_shape[d, v]
             shape_neg = neg_shape[d, v]
-            geo_pos = alpha * math.exp(digamma(shape_pos))
+            geo_pos = alpha * exp_digamma(shape_pos)
             geo_neg = alpha * _exp_digamma(shape_neg, exp_digamma_table)
             # delta method for G[lambda+ + mu]
             mean_x = alpha * shape_pos + mean_mu[d, v]
@@ -122,9 +167,13 @@ def _sparse_ratio(indptr, indices, data, geo_theta, geo_phi_t, out):
 
 
 def _sub_count_totals(X, alpha, theta_shape, theta_rate, phi_shape, phi_rate,
-                      pos_shape, neg_shape, need_columns, use_mean):
+                      pos_shape, neg_shape, need_columns, use_mean, workspace=None):
     """Expected sub-count totals: per row and component (n_rows, K) and, when
-    ``need_columns``, per component and column (K, n_cols)."""
+    ``need_columns``, per component and column (K, n_cols).
+
+    ``workspace`` (a dict, filled on first use) keeps the three dense
+    (n_rows, n_cols) buffers of the noisy sweep from one call to the next:
+    fresh arrays of that size cost a page fault per page every sweep."""
     theta_mean, theta_var, theta_geo = gamma_moments(theta_shape, theta_rate)
     phi_mean, phi_var, phi_geo = gamma_moments(phi_shape, phi_rate)
     if alpha is None:
@@ -137,13 +186,20 @@ def _sub_count_totals(X, alpha, theta_shape, theta_rate, phi_shape, phi_rate,
             phi_geo * np.asarray(ratio.T @ theta_geo).T if need_columns else None
         )
         return row_totals, col_totals
-    mean_mu = theta_mean @ phi_mean
+    if workspace is None:
+        workspace = {}
+    if "mean_mu" not in workspace:
+        for name in ("mean_mu", "var_mu", "geo_mu"):
+            workspace[name] = np.empty(X.shape)
+    mean_mu = np.matmul(theta_mean, phi_mean, out=workspace["mean_mu"])
     # Var[sum_k theta phi] = Var_t @ (Var_p + E_p^2) + E_t^2 @ Var_p: one product
     # with the blocks stacked along K.
-    var_mu = np.hstack([theta_var, theta_mean**2]) @ np.vstack(
-        [phi_var + phi_mean**2, phi_var]
+    var_mu = np.matmul(
+        np.hstack([theta_var, theta_mean**2]),
+        np.vstack([phi_var + phi_mean**2, phi_var]),
+        out=workspace["var_mu"],
     )
-    geo_mu = theta_geo @ phi_geo
+    geo_mu = np.matmul(theta_geo, phi_geo, out=workspace["geo_mu"])
     _private_entry_update(X, mean_mu, var_mu, geo_mu, pos_shape, neg_shape, alpha,
                           _EXP_DIGAMMA_INT, use_mean)
     ratio = mean_mu
@@ -212,6 +268,7 @@ def log_likelihood_sum(X, alpha, row_factors, components):
     return noisy_loglik_sum(X, row_factors, components, alpha)
 
 
+@blas_single_threaded
 def fit_cavi(
     X,
     alpha,
@@ -271,6 +328,7 @@ def fit_cavi(
         pos_shape = neg_shape = None
     if empirical_bayes:
         min_iter = max(min_iter, EB_WARM_UP_SWEEPS + 2 * evaluate_every)
+    workspace = {}
     objective_trace = []
     previous = None
     n_iter = 0
@@ -280,6 +338,7 @@ def fit_cavi(
         row_totals, col_totals = _sub_count_totals(
             X, alpha, theta_shape, theta_rate, phi_shape, phi_rate,
             pos_shape, neg_shape, update_components, bessel_statistic == "mean",
+            workspace,
         )
         phi_mean = phi_shape / phi_rate
         exposure_theta = phi_mean.sum(axis=1)

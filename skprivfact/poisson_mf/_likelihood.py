@@ -18,12 +18,23 @@ from numba import njit, prange
 
 _TAIL_CUTOFF = 1e-18
 
+# log(k!) for the small counts that make up nearly every entry: a lookup
+# instead of an lgamma call, twice per entry of the objective.
+_LOG_FACTORIAL = np.array([math.lgamma(k + 1.0) for k in range(1024)])
+
+
+@njit(cache=True)
+def _log_factorial(k):
+    if 0.0 <= k < _LOG_FACTORIAL.shape[0] and k == math.floor(k):
+        return _LOG_FACTORIAL[int(k)]
+    return math.lgamma(k + 1.0)
+
 
 @njit(cache=True)
 def _log_poisson_pmf(k, rate):
     if rate <= 0.0:
         return 0.0 if k == 0.0 else -np.inf
-    return k * math.log(rate) - rate - math.lgamma(k + 1.0)
+    return k * math.log(rate) - rate - _log_factorial(k)
 
 
 @njit(cache=True)
@@ -79,12 +90,44 @@ def log_poisson_cdf_sf(k, rate):
 
 
 @njit(cache=True)
+def _log_poisson_cdf(k, rate):
+    """log P(Y <= k), as in log_poisson_cdf_sf without the unused tail."""
+    if k < 0.0:
+        return -np.inf
+    if rate <= 0.0:
+        return 0.0
+    if k < rate:
+        return _log_tail_sum(_log_poisson_pmf(k, rate), k, rate, False)
+    log_sf = _log_tail_sum(_log_poisson_pmf(k + 1.0, rate), k + 1.0, rate, True)
+    return _log1mexp(min(log_sf, 0.0))
+
+
+@njit(cache=True)
+def _log_poisson_sf(k, rate):
+    """log P(Y > k), as in log_poisson_cdf_sf without the unused tail."""
+    if k < 0.0:
+        return 0.0
+    if rate <= 0.0:
+        return -np.inf
+    if k < rate:
+        log_cdf = _log_tail_sum(_log_poisson_pmf(k, rate), k, rate, False)
+        return _log1mexp(min(log_cdf, 0.0))
+    return _log_tail_sum(_log_poisson_pmf(k + 1.0, rate), k + 1.0, rate, True)
+
+
+@njit(cache=True)
 def noisy_count_logpmf(k, mu, alpha):
     """log P(y + tau = k) for y ~ Poisson(mu), tau ~ 2Geo(alpha)."""
-    log_alpha = math.log(alpha)
-    log_const = math.log1p(-alpha) - math.log1p(alpha)
-    log_cdf_high, _ = log_poisson_cdf_sf(k, mu / alpha)
-    _, log_sf_low = log_poisson_cdf_sf(k, mu * alpha)
+    return _noisy_count_logpmf(
+        k, mu, alpha, math.log(alpha), math.log1p(-alpha) - math.log1p(alpha)
+    )
+
+
+@njit(cache=True)
+def _noisy_count_logpmf(k, mu, alpha, log_alpha, log_const):
+    # the constants of alpha come from the caller, once per matrix
+    log_cdf_high = _log_poisson_cdf(k, mu / alpha)
+    log_sf_low = _log_poisson_sf(k, mu * alpha)
     first = k * log_alpha + mu / alpha - mu + log_cdf_high
     second = -k * log_alpha + mu * alpha - mu + log_sf_low
     if first == -np.inf and second == -np.inf:
@@ -97,12 +140,15 @@ def noisy_count_logpmf(k, mu, alpha):
 def noisy_loglik_sum(noisy, row_factors, components, alpha):
     """Sum over a dense noisy matrix of log P(noisy[d, v]) at mu = theta @ phi."""
     n_rows, n_cols = noisy.shape
+    log_alpha = math.log(alpha)
+    log_const = math.log1p(-alpha) - math.log1p(alpha)
     row_totals = np.zeros(n_rows)
     for d in prange(n_rows):
         mu_row = row_factors[d] @ components
         acc = 0.0
         for v in range(n_cols):
-            acc += noisy_count_logpmf(noisy[d, v], mu_row[v], alpha)
+            acc += _noisy_count_logpmf(noisy[d, v], mu_row[v], alpha, log_alpha,
+                                       log_const)
         row_totals[d] = acc
     return row_totals.sum()
 

@@ -22,6 +22,7 @@ from joblib import Parallel, delayed
 from numba import njit, prange, uint64
 
 from ._bessel import bessel_sample
+from ._cavi import blas_single_threaded
 
 # Rows are dealt to this many chunks, each with its own column-total buffer;
 # the totals are integer-valued float sums, exact in any order, so the result
@@ -196,6 +197,7 @@ def split_rhat(traces):
 _FACTOR_FLOOR = 1e-300
 
 
+@blas_single_threaded
 def run_chain(X, alpha, n_components, theta_prior, phi_prior, n_burn_in, n_kept,
               seed, verbose=0, chain_index=0):
     """One Gibbs chain; returns posterior sums over the kept samples."""
