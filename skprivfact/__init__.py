@@ -11,12 +11,14 @@ from .lda import DPLDA
 from .logistic import DPBayesLogReg
 from .poisson_mf import PrivatePoissonMF
 from .preprocessing import GeometricPrivatizer
+from .sep import DPSEPRegressor
 
 __version__ = "0.1.0.dev0"
 
 __all__ = [
     "DPBayesLogReg",
     "DPLDA",
+    "DPSEPRegressor",
     "GeometricPrivatizer",
     "PrivatePoissonMF",
     "PrivacyLeakWarning",

@@ -1,0 +1,773 @@
+"""Differentially private stochastic expectation propagation for regression."""
+
+import math
+import time
+import warnings
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.base import (
+    ClassNamePrefixFeaturesOutMixin,
+    RegressorMixin,
+    TransformerMixin,
+    _fit_context,
+)
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ._pbp_kernels import mlp_predictive_moments, mlp_sites, noise_sites
+from .accounting import RDPAccountant, calibrate_noise_multiplier
+from .base import CentralPrivacyEstimator
+from .exceptions import PrivacyLeakWarning
+from .mechanisms import clip_rows, project_psd
+
+__all__ = ["DPSEPRegressor"]
+
+# Gamma(shape, rate) prior of the noise precision, in units of the scaled
+# target: worth two rows (shape 1 + 2/2) with a noise variance of 0.1
+# (rate 2 * 0.1 / 2). Probabilistic backpropagation's Gamma(6, 6) is worth a
+# dozen rows of variance 1, which outweighs the data when the target is scaled
+# by public bounds and the noise is a few percent of the range.
+_NOISE_PRIOR_SHAPE = 2.0
+_NOISE_PRIOR_RATE = 0.1
+# Gamma(shape, rate) hyperprior of the weights' prior precision under
+# prior_precision="auto", probabilistic backpropagation's Gamma(6, 6).
+_PRIOR_PRECISION_SHAPE = 6.0
+_PRIOR_PRECISION_RATE = 6.0
+# Expected batch size of the network model under batch_size="auto":
+# n_samples // _AUTO_MLP_ROWS_PER_UPDATE, between 1 and _AUTO_MLP_BATCH_SIZE.
+# Small batches let the factor follow the cavity as probabilistic
+# backpropagation's one-row updates do (a few hundred updates per pass keep
+# small data sets from stalling); 32 rows keep the per-update overhead below
+# the rows' own cost on large ones.
+_AUTO_MLP_BATCH_SIZE = 32
+_AUTO_MLP_ROWS_PER_UPDATE = 256
+
+
+def _check_bounds(bounds, n_columns, name):
+    """Validate ``(lower, upper)`` and broadcast both to ``n_columns`` floats."""
+    try:
+        lower, upper = bounds
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"{name} must be a pair (lower, upper) of scalars or arrays; got {bounds!r}."
+        ) from None
+    lower = np.asarray(lower, dtype=np.float64)
+    upper = np.asarray(upper, dtype=np.float64)
+    try:
+        lower = np.broadcast_to(lower, (n_columns,)).copy()
+        upper = np.broadcast_to(upper, (n_columns,)).copy()
+    except ValueError:
+        raise ValueError(
+            f"{name}: lower and upper must be scalars or of length {n_columns}; got "
+            f"shapes {lower.shape} and {upper.shape}."
+        ) from None
+    if not (np.all(np.isfinite(lower)) and np.all(np.isfinite(upper))):
+        raise ValueError(f"{name} must be finite.")
+    if np.any(lower >= upper):
+        raise ValueError(f"{name}: every lower bound must be below its upper bound.")
+    return lower, upper
+
+
+def _scaling(values, bounds, name, private, warn_name):
+    """Offset and scale mapping ``values`` to about [-1, 1], and the clip box.
+
+    With bounds the map sends [lower, upper] onto [-1, 1] and values are
+    clipped to the box; without, values are standardized with their own mean
+    and standard deviation (a leak when ``private``).
+    """
+    n_columns = values.shape[1]
+    if bounds is not None:
+        lower, upper = _check_bounds(bounds, n_columns, name)
+        return (lower + upper) / 2, (upper - lower) / 2, (lower, upper)
+    if private:
+        warnings.warn(
+            f"{name} is None: {warn_name} is standardized with its own mean and "
+            "standard deviation, which reveals them and is not covered by the privacy "
+            f"guarantee; set {name} to bounds fixed independently of the data.",
+            PrivacyLeakWarning,
+        )
+    offset = values.mean(axis=0)
+    scale = values.std(axis=0)
+    return offset, scale, None
+
+
+def _apply_scaling(values, offset, scale, box, name):
+    if box is not None:
+        outside = np.any(values < box[0]) or np.any(values > box[1])
+        if outside:
+            warnings.warn(
+                f"Some values lie outside {name}; they were clipped to the bounds.",
+                UserWarning,
+            )
+            values = np.clip(values, box[0], box[1])
+    return (values - offset) / scale
+
+
+class _LinearModel:
+    """Bayesian linear regression with a full-covariance Gaussian factor.
+
+    The factor's natural parameters are stacked in one vector: the precision
+    matrix's upper triangle with off-diagonal entries times sqrt(2) (so that
+    the vector's Euclidean norm is the matrix's Frobenius norm), the precision
+    times the mean, then the noise Gamma's (shape, rate) change.
+    """
+
+    def __init__(self, n_inputs, prior_precision, noise_variance):
+        self.n_coef = n_inputs + 1
+        self.prior_precision = prior_precision
+        self.noise_variance = noise_variance
+        self.upper = np.triu_indices(self.n_coef)
+        self.upper_weight = np.where(self.upper[0] == self.upper[1], 1.0, math.sqrt(2.0))
+        self.n_triangle = self.upper[0].size
+        self.size = self.n_triangle + self.n_coef + 2
+
+    def design(self, X):
+        return np.hstack([X, np.ones((X.shape[0], 1))])
+
+    def prior(self):
+        theta = np.zeros(self.size)
+        diagonal = self.upper[0] == self.upper[1]
+        theta[: self.n_triangle][diagonal] = self.prior_precision
+        theta[-2:] = (_NOISE_PRIOR_SHAPE, _NOISE_PRIOR_RATE)
+        return theta
+
+    def initial_factor(self, random_state, n_samples):
+        return np.zeros(self.size)
+
+    def unpack(self, theta):
+        precision = np.zeros((self.n_coef, self.n_coef))
+        precision[self.upper] = theta[: self.n_triangle] / self.upper_weight
+        precision = precision + np.triu(precision, 1).T
+        shift = theta[self.n_triangle : self.n_triangle + self.n_coef]
+        return precision, shift, theta[-2], theta[-1]
+
+    def moments(self, theta):
+        precision, shift, shape, rate = self.unpack(theta)
+        covariance = np.linalg.inv(precision)
+        covariance = (covariance + covariance.T) / 2
+        return covariance @ shift, covariance, shape, rate
+
+    def noise_var(self, shape, rate):
+        if self.noise_variance is not None:
+            return self.noise_variance
+        return rate / (shape - 1.0)
+
+    def second_moment(self, theta):
+        mean, covariance, _, _ = self.moments(theta)
+        return float(mean @ mean + np.trace(covariance)), self.n_coef
+
+    def sites(self, X, y, cavity):
+        mean, covariance, shape, rate = self.moments(cavity)
+        rows = self.design(X)
+        noise_var = self.noise_var(shape, rate)
+        sites = np.empty((rows.shape[0], self.size))
+        # Gaussian likelihood: the tilted distribution is Gaussian and the site
+        # is the likelihood itself, x x' / s^2 and x y / s^2.
+        sites[:, : self.n_triangle] = (
+            rows[:, self.upper[0]] * rows[:, self.upper[1]] * (self.upper_weight / noise_var)
+        )
+        sites[:, self.n_triangle : self.n_triangle + self.n_coef] = rows * (y / noise_var)[:, None]
+        if self.noise_variance is None:
+            out_mean = rows @ mean
+            out_var = np.einsum("ij,jk,ik->i", rows, covariance, rows)
+            sites[:, -2:] = noise_sites(y, out_mean, out_var, shape, rate)
+        else:
+            sites[:, -2:] = 0.0
+        return sites
+
+    def project(self, factor, previous):
+        """Nearest factor whose precision is PSD and noise change non-negative."""
+        precision, shift, shape, rate = self.unpack(factor)
+        precision = project_psd(precision, floor=0.0)
+        out = np.empty_like(factor)
+        out[: self.n_triangle] = precision[self.upper] * self.upper_weight
+        out[self.n_triangle : self.n_triangle + self.n_coef] = shift
+        out[-2] = max(shape, 0.0)
+        out[-1] = max(rate, 0.0)
+        return out
+
+    def predict_moments(self, theta, X):
+        mean, covariance, shape, rate = self.moments(theta)
+        rows = self.design(X)
+        out_var = np.einsum("ij,jk,ik->i", rows, covariance, rows)
+        return rows @ mean, out_var, self.noise_var(shape, rate)
+
+
+class _NetworkModel:
+    """One hidden ReLU layer, factorized Gaussian weights (probabilistic backpropagation).
+
+    Natural-parameter vector: each weight's precision, then precision times
+    mean, then the noise Gamma's (shape, rate) change.
+    """
+
+    def __init__(self, n_inputs, n_hidden, prior_precision, noise_variance):
+        self.n_inputs = n_inputs
+        self.n_hidden = n_hidden
+        self.n_weights = n_hidden * (n_inputs + 1) + n_hidden + 1
+        self.prior_precision = prior_precision
+        self.noise_variance = noise_variance
+        self.size = 2 * self.n_weights + 2
+
+    def prior(self):
+        theta = np.zeros(self.size)
+        theta[: self.n_weights] = self.prior_precision
+        theta[-2:] = (_NOISE_PRIOR_SHAPE, _NOISE_PRIOR_RATE)
+        return theta
+
+    def initial_factor(self, random_state, n_samples):
+        # Random means break the symmetry between hidden units, drawn as in
+        # probabilistic backpropagation (std one over the square root of the
+        # layer's input length); they are data-independent and decay away as
+        # the sites replace the factor.
+        n_first = self.n_hidden * (self.n_inputs + 1)
+        means = np.empty(self.n_weights)
+        means[:n_first] = random_state.normal(size=n_first) / math.sqrt(self.n_inputs + 1)
+        means[n_first:] = random_state.normal(size=self.n_hidden + 1) / math.sqrt(
+            self.n_hidden + 1
+        )
+        factor = np.zeros(self.size)
+        factor[self.n_weights : 2 * self.n_weights] = self.prior_precision * means / n_samples
+        return factor
+
+    def moments(self, theta):
+        precision = theta[: self.n_weights]
+        variance = 1.0 / precision
+        return theta[self.n_weights : 2 * self.n_weights] * variance, variance, theta[-2], theta[-1]
+
+    def noise_var(self, shape, rate):
+        if self.noise_variance is not None:
+            return self.noise_variance
+        return rate / (shape - 1.0)
+
+    def second_moment(self, theta):
+        mean, variance, _, _ = self.moments(theta)
+        return float(mean @ mean + variance.sum()), self.n_weights
+
+    def sites(self, X, y, cavity):
+        mean, variance, shape, rate = self.moments(cavity)
+        learn = self.noise_variance is None
+        return mlp_sites(
+            X, y, mean, variance, self.n_hidden, shape, rate, learn,
+            0.0 if learn else self.noise_variance,
+        )
+
+    def project(self, factor, previous):
+        # A weight whose averaged site precision came out negative keeps its
+        # previous site: projecting the precision alone would leave its
+        # precision-times-mean, and so its mean, unbounded.
+        out = factor.copy()
+        rejected = out[: self.n_weights] < 0
+        out[: self.n_weights][rejected] = previous[: self.n_weights][rejected]
+        out[self.n_weights : 2 * self.n_weights][rejected] = previous[
+            self.n_weights : 2 * self.n_weights
+        ][rejected]
+        np.maximum(out[-2:], 0.0, out=out[-2:])
+        return out
+
+    def predict_moments(self, theta, X):
+        mean, variance, shape, rate = self.moments(theta)
+        out_mean, out_var = mlp_predictive_moments(
+            np.ascontiguousarray(X), mean, variance, self.n_hidden
+        )
+        return out_mean, out_var, self.noise_var(shape, rate)
+
+
+def _clip_vector(vector, max_norm):
+    return clip_rows(vector[np.newaxis, :], max_norm)[0]
+
+
+def _prior_precision_update(model, posterior):
+    """Mean of q(precision) given q(weights), under the Gamma hyperprior."""
+    second_moment, n_weights = model.second_moment(posterior)
+    return (_PRIOR_PRECISION_SHAPE + n_weights / 2) / (
+        _PRIOR_PRECISION_RATE + second_moment / 2
+    )
+
+
+def _fit_sep(
+    model,
+    X,
+    y,
+    *,
+    damping,
+    clip_norm,
+    noise_multiplier,
+    sample_rate,
+    n_passes,
+    averaging_fraction,
+    learn_prior,
+    accountant,
+    random_state,
+    delta,
+    verbose,
+):
+    """Run (DP-)SEP; returns the averaged factor, the last factor and the step count.
+
+    Each update: Poisson batch at ``sample_rate``; sites at the cavity, each
+    clipped to ``clip_norm``; damped update of the factor and clip; Gaussian
+    noise of std ``noise_multiplier * 2 * damping * clip_norm / n_samples``;
+    projection of the precisions and a last clip (post-processing, so that the
+    next update's sensitivity bound holds). The released factors of the last
+    ``averaging_fraction`` of the updates are averaged (post-processing).
+    """
+    n_samples = X.shape[0]
+    prior = model.prior()
+    factor = model.initial_factor(random_state, n_samples)
+    if clip_norm is not None:
+        factor = _clip_vector(factor, clip_norm)
+    steps_per_pass = max(1, math.ceil(1.0 / sample_rate))
+    n_steps = n_passes * steps_per_pass
+    first_averaged = n_steps - max(1, int(round(averaging_fraction * n_steps)))
+    factor_sum = np.zeros_like(factor)
+    noise_std = (
+        noise_multiplier * 2.0 * damping * clip_norm / n_samples if noise_multiplier > 0 else 0.0
+    )
+    start = time.perf_counter()
+    for step in range(n_steps):
+        cavity = prior + (n_samples - 1) * factor
+        if sample_rate < 1.0:
+            batch_size = random_state.binomial(n_samples, sample_rate)
+            batch = np.sort(random_state.choice(n_samples, size=batch_size, replace=False))
+        else:
+            batch = np.arange(n_samples)
+        if batch.size:
+            sites = model.sites(X[batch], y[batch], cavity)
+            if clip_norm is not None:
+                sites = clip_rows(sites, clip_norm)
+            site_sum = sites.sum(axis=0)
+        else:
+            site_sum = 0.0
+        previous = factor
+        factor = (1.0 - damping * batch.size / n_samples) * factor + (
+            damping / n_samples
+        ) * site_sum
+        if clip_norm is not None:
+            factor = _clip_vector(factor, clip_norm)
+        if noise_std > 0:
+            factor = factor + random_state.normal(scale=noise_std, size=factor.size)
+            accountant.compose(noise_multiplier, sample_rate=sample_rate)
+        factor = model.project(factor, previous)
+        if clip_norm is not None:
+            factor = _clip_vector(factor, clip_norm)
+        if step >= first_averaged:
+            factor_sum += factor
+        if learn_prior and (step + 1) % steps_per_pass == 0:
+            # Variational update of the prior precision from the released
+            # posterior: post-processing, no privacy cost.
+            model.prior_precision = _prior_precision_update(
+                model, prior + n_samples * factor
+            )
+            prior = model.prior()
+        if verbose and (step + 1) % steps_per_pass == 0:
+            message = (
+                f"[DPSEPRegressor] pass {(step + 1) // steps_per_pass}/{n_passes}, "
+                f"factor norm {np.linalg.norm(factor):.4g}"
+            )
+            if noise_std > 0:
+                message += f", epsilon spent {accountant.get_epsilon(delta):.4g}"
+            print(message + f", {time.perf_counter() - start:.2f} s", flush=True)
+    return factor_sum / (n_steps - first_averaged), n_steps
+
+
+class DPSEPRegressor(
+    ClassNamePrefixFeaturesOutMixin, RegressorMixin, TransformerMixin, CentralPrivacyEstimator
+):
+    """Bayesian regression by differentially private stochastic expectation propagation.
+
+    Privacy: (epsilon, delta)-differential privacy for adding or removing one
+    row ``(x, y)``, with the number of rows ``n_samples`` treated as public
+    (it sets the sampling rate and the noise scale, as in DP-SGD). Stochastic
+    expectation propagation (SEP) keeps one global factor ``f`` standing for
+    the average likelihood of a row; the posterior is ``prior * f**n_samples``.
+    Each update draws a Poisson-subsampled batch (rate ``q = batch_size /
+    n_samples``), computes each row's site (moment matching of the tilted
+    distribution at the cavity ``prior * f**(n_samples - 1)``) and clips its
+    whole natural-parameter vector to Euclidean norm ``clip_norm``, then sets
+    ``f <- (1 - damping |B| / n) f + (damping / n) sum_B sites`` (``f`` itself
+    has norm at most ``clip_norm``, so one row changes this by at most
+    ``2 * damping * clip_norm / n``) and adds Gaussian noise of standard
+    deviation ``noise_multiplier_ * 2 * damping * clip_norm / n_samples`` to
+    every coordinate. The projection of the precisions onto the non-negative
+    values (positive semi-definite matrices for the linear model) and the
+    re-clipping of ``f`` are post-processing. One accountant step per update;
+    the noise multiplier is calibrated so that all ``max_iter`` passes
+    (``max_iter * ceil(1 / q)`` updates) spend at most ``(epsilon, delta)``,
+    and ``privacy_spent_`` is what the Renyi-DP accountant computed. The
+    returned posterior averages the released factors of the last updates
+    (post-processing). Priors are fixed; the observation-noise precision has
+    a Gamma factor that is part of the clipped, noised natural parameters (or
+    is fixed by ``noise_variance``). Inputs and targets are mapped to [-1, 1]
+    by ``bounds_X`` and ``bounds_y`` and clipped to them. Not covered:
+    ``bounds_X=None`` or ``bounds_y=None``, which standardize with the data's
+    own mean and standard deviation (a
+    :class:`~skprivfact.exceptions.PrivacyLeakWarning` is issued and the
+    fitted offsets and scales reveal them), and the one bit of the warning
+    that some values lay outside the bounds. ``epsilon=float("inf")`` runs
+    SEP without noise (clipped, or unclipped with ``clip_norm=None``).
+
+    Models: ``model="linear"`` is Bayesian linear regression with a
+    full-covariance Gaussian posterior over the weights and the intercept
+    (the tilted distributions are exact); ``model="mlp"`` is a network with
+    one hidden layer of ``hidden_units`` ReLU units and a factorized Gaussian
+    posterior over its weights, the tilted moments computed by probabilistic
+    backpropagation's moment propagation.
+
+    Parameters
+    ----------
+    model : {"linear", "mlp"}, default="linear"
+        The regression model.
+    hidden_units : int, default=50
+        Hidden ReLU units of the ``"mlp"`` model.
+    epsilon : float, default=1.0
+        Privacy budget of the whole fit, positive; ``float("inf")`` for no
+        noise.
+    delta : float, default=1e-5
+        Privacy parameter delta in (0, 1).
+    clip_norm : float or None, default=1.0
+        Bound ``C`` on the Euclidean norm of each row's site natural
+        parameters (and of the factor). None disables clipping, allowed only
+        with ``epsilon=float("inf")``.
+    damping : float, default=1.0
+        SEP damping ``gamma`` in (0, 1]: each row in a batch replaces
+        ``gamma / n_samples`` of the factor.
+    batch_size : int or "auto", default="auto"
+        Expected batch size (Poisson sampling). "auto" uses every row in every
+        update for ``"linear"`` (whose sites do not depend on the cavity) and
+        ``n_samples // 256`` between 1 and 32 for ``"mlp"``.
+    max_iter : int, default=40
+        Number of passes over the data; a pass is ``ceil(n_samples /
+        batch_size)`` updates. The noise is calibrated for this many.
+    averaging_fraction : float, default=0.5
+        Fraction in (0, 1] of the last updates whose released factors are
+        averaged into the returned posterior; averaging removes most of the
+        privacy noise and of the batch-to-batch fluctuation. Small values
+        return the last factor.
+    bounds_X : tuple (lower, upper) or None, default=None
+        Public bounds of the inputs, scalars or arrays of length
+        ``n_features``; inputs are clipped to them (with a warning) and mapped
+        to [-1, 1]. None standardizes with the training data's mean and
+        standard deviation (a leak when ``epsilon`` is finite).
+    bounds_y : tuple (lower, upper) or None, default=None
+        Public bounds of the target, likewise.
+    prior_precision : float or "auto", default="auto"
+        Precision of the zero-mean Gaussian prior of every weight (in the
+        scaled units; the network divides each layer's input by the square
+        root of its length). "auto" is 1 when ``epsilon`` is finite; without
+        noise it starts at 1 and, after each pass, is set to its posterior
+        mean under a Gamma(6, 6) hyperprior given the posterior of the
+        weights (a variational update, as in probabilistic backpropagation).
+        It is not learned under noise: the privacy noise in the released
+        means would read as large weights and drive it towards zero.
+    noise_variance : float or None, default=None
+        Fixed variance of the observation noise, in the units of ``y``. None
+        gives the noise precision a Gamma(2, 0.1) prior in the scaled units and
+        infers it with the weights.
+    verbose : int, default=0
+        Print, after each pass, the released factor's norm, the epsilon spent
+        so far and the time elapsed.
+    random_state : int, RandomState instance or None, default=None
+        Source of the batches, the noise and the network's initial means.
+
+    Attributes
+    ----------
+    coef_ : ndarray of shape (n_features,)
+        Posterior mean of the weights, in the original units (``"linear"``).
+    intercept_ : float
+        Posterior mean of the intercept, in the original units (``"linear"``).
+    coef_covariance_ : ndarray of shape (n_features + 1, n_features + 1)
+        Posterior covariance of ``(coef_, intercept_)``, intercept last, in the
+        original units (``"linear"``).
+    weights_mean_ : ndarray of shape (n_weights,)
+        Posterior means of all weights in the scaled units: for ``"linear"``
+        the coefficients then the intercept; for ``"mlp"`` the hidden layer's
+        matrix row by row (bias last in each row), then the output weights
+        (output bias last).
+    weights_variance_ : ndarray of shape (n_weights,)
+        Posterior variances of the same weights.
+    prior_precision_ : float
+        The prior precision used at the end (``prior_precision``, or the one
+        learned under "auto").
+    noise_variance_ : float
+        Posterior mean of the observation-noise variance, in the units of
+        ``y`` (``noise_variance`` when fixed).
+    X_offset_, X_scale_ : ndarray of shape (n_features,)
+        The map ``(X - X_offset_) / X_scale_`` to the scaled inputs.
+    y_offset_, y_scale_ : float
+        The map of the target, likewise.
+    noise_multiplier_ : float
+        Noise std of each update relative to its sensitivity (0 without
+        noise).
+    sample_rate_ : float
+        Poisson sampling rate of the batches.
+    privacy_spent_ : tuple of (float, float)
+        ``(epsilon, delta)`` spent, from the accountant (``(inf, delta)``
+        without noise).
+    accountant_ : RDPAccountant
+        The accountant, one step per update.
+    n_iter_ : int
+        Number of passes run.
+    n_steps_ : int
+        Number of updates run.
+    n_features_in_ : int
+        Number of features seen during :term:`fit`.
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
+        Names of features seen during :term:`fit`, when ``X`` has string
+        column names.
+
+    See Also
+    --------
+    sklearn.linear_model.BayesianRidge : Non-private Bayesian linear regression.
+    sklearn.neural_network.MLPRegressor : Non-private, point-estimate network.
+
+    References
+    ----------
+    M. Vinaroz and M. Park, "Differentially private stochastic expectation
+    propagation", Transactions on Machine Learning Research, 2022.
+    Y. Li, J. M. Hernandez-Lobato and R. E. Turner, "Stochastic expectation
+    propagation", NeurIPS 2015.
+    J. M. Hernandez-Lobato and R. P. Adams, "Probabilistic backpropagation for
+    scalable learning of Bayesian neural networks", ICML 2015.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skprivfact.sep import DPSEPRegressor
+    >>> rng = np.random.RandomState(0)
+    >>> X = rng.uniform(-1, 1, size=(5000, 2))
+    >>> y = X @ [1.5, -0.5] + 0.1 * rng.normal(size=5000)
+    >>> reg = DPSEPRegressor(epsilon=1.0, bounds_X=(-1, 1), bounds_y=(-3, 3),
+    ...                      random_state=0).fit(X, y)
+    >>> reg.predict(X[:2], return_std=True)[1].shape
+    (2,)
+    >>> reg.privacy_spent_[0] <= 1.0
+    True
+    """
+
+    _parameter_constraints: dict = {
+        **CentralPrivacyEstimator._parameter_constraints,
+        "model": [StrOptions({"linear", "mlp"})],
+        "hidden_units": [Interval(Integral, 1, None, closed="left")],
+        "clip_norm": [Interval(Real, 0, None, closed="neither"), None],
+        "damping": [Interval(Real, 0, 1, closed="right")],
+        "batch_size": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "averaging_fraction": [Interval(Real, 0, 1, closed="right")],
+        "bounds_X": [tuple, list, None],
+        "bounds_y": [tuple, list, None],
+        "prior_precision": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
+        "noise_variance": [Interval(Real, 0, None, closed="neither"), None],
+        "verbose": ["verbose"],
+        "random_state": ["random_state"],
+    }
+
+    def __init__(
+        self,
+        *,
+        model="linear",
+        hidden_units=50,
+        epsilon=1.0,
+        delta=1e-5,
+        clip_norm=1.0,
+        damping=1.0,
+        batch_size="auto",
+        max_iter=40,
+        averaging_fraction=0.5,
+        bounds_X=None,
+        bounds_y=None,
+        prior_precision="auto",
+        noise_variance=None,
+        verbose=0,
+        random_state=None,
+    ):
+        self.model = model
+        self.hidden_units = hidden_units
+        self.epsilon = epsilon
+        self.delta = delta
+        self.clip_norm = clip_norm
+        self.damping = damping
+        self.batch_size = batch_size
+        self.max_iter = max_iter
+        self.averaging_fraction = averaging_fraction
+        self.bounds_X = bounds_X
+        self.bounds_y = bounds_y
+        self.prior_precision = prior_precision
+        self.noise_variance = noise_variance
+        self.verbose = verbose
+        self.random_state = random_state
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y):
+        """Fit the (private) SEP posterior.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training inputs (dense, finite).
+        y : array-like of shape (n_samples,)
+            Training targets (finite).
+
+        Returns
+        -------
+        self : DPSEPRegressor
+            The fitted estimator.
+        """
+        X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True)
+        X = np.asarray(X, dtype=np.float64)
+        y = np.asarray(y, dtype=np.float64)
+        n_samples = X.shape[0]
+        if n_samples < 2:
+            raise ValueError(
+                f"{type(self).__name__} needs at least 2 samples; got n_samples = "
+                f"{n_samples}."
+            )
+        private = not math.isinf(self.epsilon)
+        if self.clip_norm is None and private:
+            raise ValueError(
+                "clip_norm=None (no clipping) is only allowed with epsilon=inf: the "
+                "noise is calibrated to the clipped sites' norm."
+            )
+        if self.bounds_y is None and np.ptp(y) == 0:
+            raise ValueError(
+                "y is constant: its standard deviation is 0, so it cannot be "
+                "standardized. Set bounds_y, or check the target."
+            )
+        X_offset, X_scale, X_box = _scaling(X, self.bounds_X, "bounds_X", private, "X")
+        X_scale = np.where(X_scale > 0, X_scale, 1.0)
+        y_offset, y_scale, y_box = _scaling(y[:, None], self.bounds_y, "bounds_y", private, "y")
+        self.X_offset_, self.X_scale_, self._X_box = X_offset, X_scale, X_box
+        self.y_offset_, self.y_scale_ = float(y_offset[0]), float(y_scale[0])
+        X_scaled = _apply_scaling(X, X_offset, X_scale, X_box, "bounds_X")
+        y_scaled = _apply_scaling(y[:, None], y_offset, y_scale, y_box, "bounds_y")[:, 0]
+
+        noise_variance = (
+            None if self.noise_variance is None else self.noise_variance / self.y_scale_**2
+        )
+        # Under noise the released means carry the privacy noise, which would
+        # read as large weights and drive a learned prior precision to zero.
+        learn_prior = self.prior_precision == "auto" and not private
+        prior_precision = 1.0 if self.prior_precision == "auto" else float(self.prior_precision)
+        if self.model == "linear":
+            model = _LinearModel(X.shape[1], prior_precision, noise_variance)
+        else:
+            model = _NetworkModel(X.shape[1], self.hidden_units, prior_precision, noise_variance)
+        batch_size = self.batch_size
+        if batch_size == "auto":
+            if self.model == "linear":
+                batch_size = n_samples
+            else:
+                batch_size = min(
+                    _AUTO_MLP_BATCH_SIZE, max(1, n_samples // _AUTO_MLP_ROWS_PER_UPDATE)
+                )
+        self.sample_rate_ = min(1.0, batch_size / n_samples)
+        steps_per_pass = max(1, math.ceil(1.0 / self.sample_rate_))
+        self.accountant_ = RDPAccountant()
+        if private:
+            self.noise_multiplier_ = calibrate_noise_multiplier(
+                self.epsilon,
+                self.delta,
+                sample_rate=self.sample_rate_,
+                steps=self.max_iter * steps_per_pass,
+            )
+        else:
+            self.noise_multiplier_ = 0.0
+
+        factor, self.n_steps_ = _fit_sep(
+            model,
+            X_scaled,
+            y_scaled,
+            damping=self.damping,
+            clip_norm=self.clip_norm,
+            noise_multiplier=self.noise_multiplier_,
+            sample_rate=self.sample_rate_,
+            n_passes=self.max_iter,
+            averaging_fraction=self.averaging_fraction,
+            learn_prior=learn_prior,
+            accountant=self.accountant_,
+            random_state=check_random_state(self.random_state),
+            delta=self.delta,
+            verbose=self.verbose,
+        )
+        self.n_iter_ = self.max_iter
+        self.prior_precision_ = float(model.prior_precision)
+        self._model = model
+        self._posterior = model.prior() + n_samples * factor
+        mean, variance, shape, rate = model.moments(self._posterior)
+        if self.model == "linear":
+            covariance = variance
+            variance = np.diag(covariance).copy()
+            # y = y_offset + y_scale (w . (x - X_offset) / X_scale + b).
+            transform = np.zeros((X.shape[1] + 1, X.shape[1] + 1))
+            transform[: X.shape[1], : X.shape[1]] = np.diag(self.y_scale_ / X_scale)
+            transform[X.shape[1], : X.shape[1]] = -self.y_scale_ * X_offset / X_scale
+            transform[X.shape[1], X.shape[1]] = self.y_scale_
+            original = transform @ mean
+            self.coef_ = original[:-1]
+            self.intercept_ = float(original[-1] + self.y_offset_)
+            self.coef_covariance_ = transform @ covariance @ transform.T
+        self.weights_mean_ = mean
+        self.weights_variance_ = variance
+        self.noise_variance_ = float(model.noise_var(shape, rate) * self.y_scale_**2)
+        self.privacy_spent_ = (
+            float(self.accountant_.get_epsilon(self.delta)) if private else math.inf,
+            self.delta,
+        )
+        self._n_features_out = 2
+        return self
+
+    def _scaled_moments(self, X):
+        check_is_fitted(self)
+        X = validate_data(self, X, dtype=np.float64, reset=False)
+        X_scaled = _apply_scaling(
+            np.asarray(X, dtype=np.float64), self.X_offset_, self.X_scale_, self._X_box, "bounds_X"
+        )
+        return self._model.predict_moments(self._posterior, X_scaled)
+
+    def predict(self, X, return_std=False):
+        """Posterior predictive mean (and standard deviation) of the target.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Inputs; clipped to ``bounds_X`` when it is set.
+        return_std : bool, default=False
+            Whether to return the predictive standard deviation too (weight
+            uncertainty plus observation noise).
+
+        Returns
+        -------
+        y_mean : ndarray of shape (n_samples,)
+            Predictive means, in the units of ``y``.
+        y_std : ndarray of shape (n_samples,)
+            Predictive standard deviations; only with ``return_std=True``.
+        """
+        mean, variance, noise_var = self._scaled_moments(X)
+        y_mean = self.y_offset_ + self.y_scale_ * mean
+        if not return_std:
+            return y_mean
+        return y_mean, self.y_scale_ * np.sqrt(variance + noise_var)
+
+    def transform(self, X):
+        """Predictive mean and standard deviation as two columns.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Inputs.
+
+        Returns
+        -------
+        moments : ndarray of shape (n_samples, 2)
+            Column 0 the predictive mean, column 1 the predictive standard
+            deviation, in the units of ``y``.
+        """
+        return np.column_stack(self.predict(X, return_std=True))
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # Noise and clipping cost accuracy on the small data sets of generic checks.
+        tags.regressor_tags.poor_score = not (
+            isinstance(self.epsilon, Real) and math.isinf(self.epsilon)
+        )
+        return tags

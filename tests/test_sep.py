@@ -1,0 +1,850 @@
+"""Tests of skprivfact.sep: DPSEPRegressor and its probabilistic-backpropagation kernels."""
+
+import logging
+import math
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+from scipy import integrate, stats
+from sklearn.base import clone
+from sklearn.model_selection import GridSearchCV
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils.estimator_checks import check_estimator
+
+from skprivfact import sep
+from skprivfact._pbp_kernels import mlp_predictive_moments, mlp_sites, noise_sites
+from skprivfact.accounting import calibrate_noise_multiplier
+from skprivfact.exceptions import PrivacyLeakWarning
+from skprivfact.sep import DPSEPRegressor
+
+INF = float("inf")
+
+COEF = np.array([1.0, -0.5, 0.25, 0.0, 0.75])
+INTERCEPT = 0.5
+NOISE_STD = 0.3
+# Inputs are uniform on [-1, 3]^5, so the targets stay well inside (-6, 10).
+BOUNDS_X = (-1.0, 3.0)
+BOUNDS_Y = (-6.0, 10.0)
+
+
+@pytest.fixture(autouse=True)
+def single_numba_thread():
+    # The kernels' results do not depend on the number of threads (tested
+    # below); on a busy machine the parallel regions of small batches wait on
+    # each other far longer than they compute, so tests run on one thread.
+    import numba
+
+    previous = numba.get_num_threads()
+    numba.set_num_threads(1)
+    yield
+    numba.set_num_threads(previous)
+
+
+def make_linear(n_samples, seed=0):
+    rng = np.random.RandomState(seed)
+    X = rng.uniform(*BOUNDS_X, size=(n_samples, COEF.size))
+    y = X @ COEF + INTERCEPT + NOISE_STD * rng.normal(size=n_samples)
+    assert BOUNDS_Y[0] < y.min() and y.max() < BOUNDS_Y[1]
+    return X, y
+
+
+def scaled_to_original(n_features, x_mid, x_half, y_half):
+    """Matrix T with (coef, intercept - y_mid) = T (scaled weights, scaled intercept)."""
+    transform = np.zeros((n_features + 1, n_features + 1))
+    transform[:n_features, :n_features] = np.diag(y_half / x_half)
+    transform[n_features, :n_features] = -y_half * x_mid / x_half
+    transform[n_features, n_features] = y_half
+    return transform
+
+
+def gaussian_kl(mean_p, cov_p, mean_q, cov_q):
+    """KL(N(mean_p, cov_p) || N(mean_q, cov_q))."""
+    dim = mean_p.size
+    cov_q_inv = np.linalg.inv(cov_q)
+    diff = mean_q - mean_p
+    return 0.5 * (
+        np.trace(cov_q_inv @ cov_p)
+        + diff @ cov_q_inv @ diff
+        - dim
+        + np.linalg.slogdet(cov_q)[1]
+        - np.linalg.slogdet(cov_p)[1]
+    )
+
+
+# 1. Linear model: exact conjugate posterior -----------------------------------
+
+
+def test_noise_free_linear_sep_is_the_exact_conjugate_posterior():
+    X, y = make_linear(5000)
+    prior_precision = 2.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the data lie inside the bounds
+        reg = DPSEPRegressor(
+            epsilon=INF,
+            clip_norm=None,
+            noise_variance=NOISE_STD**2,
+            prior_precision=prior_precision,
+            bounds_X=BOUNDS_X,
+            bounds_y=BOUNDS_Y,
+        ).fit(X, y)
+    # Exact posterior in the scaled space, intercept as a constant-1 feature.
+    x_mid, x_half = 1.0, 2.0
+    y_mid, y_half = 2.0, 8.0
+    design = np.column_stack([(X - x_mid) / x_half, np.ones(X.shape[0])])
+    y_scaled = (y - y_mid) / y_half
+    noise_var = NOISE_STD**2 / y_half**2
+    precision = prior_precision * np.eye(6) + design.T @ design / noise_var
+    covariance = np.linalg.inv(precision)
+    mean = covariance @ design.T @ y_scaled / noise_var
+    np.testing.assert_allclose(reg.weights_mean_, mean, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(reg.weights_variance_, np.diag(covariance), rtol=1e-9)
+    # The same posterior in the original units.
+    transform = scaled_to_original(5, np.full(5, x_mid), np.full(5, x_half), y_half)
+    exact_mean = transform @ mean + np.r_[np.zeros(5), y_mid]
+    exact_cov = transform @ covariance @ transform.T
+    fitted_mean = np.r_[reg.coef_, reg.intercept_]
+    kl_forward = gaussian_kl(fitted_mean, reg.coef_covariance_, exact_mean, exact_cov)
+    kl_backward = gaussian_kl(exact_mean, exact_cov, fitted_mean, reg.coef_covariance_)
+    assert abs(kl_forward) < 1e-6 and abs(kl_backward) < 1e-6
+    # And it recovers the generating model (within 5 posterior standard deviations).
+    posterior_std = np.sqrt(np.diag(exact_cov))
+    assert np.all(np.abs(fitted_mean - np.r_[COEF, INTERCEPT]) < 5 * posterior_std)
+    assert reg.noise_variance_ == pytest.approx(NOISE_STD**2, rel=1e-12)
+    assert reg.privacy_spent_ == (INF, reg.delta) and reg.noise_multiplier_ == 0.0
+    assert reg.accountant_.steps == 0
+
+
+def test_noise_free_linear_sep_learns_the_noise_variance():
+    X, y = make_linear(5000)
+    reg = DPSEPRegressor(
+        epsilon=INF, clip_norm=None, bounds_X=BOUNDS_X, bounds_y=BOUNDS_Y
+    )
+    reg.fit(X, y)
+    # The sample variance of 5000 draws has relative standard error 2%; the
+    # Gamma factor adds the EP approximation's own small bias.
+    assert reg.noise_variance_ == pytest.approx(NOISE_STD**2, rel=0.06)
+
+
+# 2. Probabilistic-backpropagation kernels --------------------------------------
+
+
+def relu_moments_reference(mean, var):
+    std = np.sqrt(var)
+    alpha = mean / std
+    cdf, pdf = stats.norm.cdf(alpha), stats.norm.pdf(alpha)
+    first = mean * cdf + std * pdf
+    second = (mean**2 + var) * cdf + mean * std * pdf
+    return first, second - first**2
+
+
+def network_output_moments(x, weight_mean, weight_var, n_hidden):
+    """Mean and variance of the output of the one-hidden-layer net, written from the layout."""
+    n_inputs = x.size
+    row = np.r_[x, 1.0] / math.sqrt(n_inputs + 1)
+    n_first = n_hidden * (n_inputs + 1)
+    first_mean = weight_mean[:n_first].reshape(n_hidden, n_inputs + 1)
+    first_var = weight_var[:n_first].reshape(n_hidden, n_inputs + 1)
+    hidden_mean, hidden_var = relu_moments_reference(
+        first_mean @ row, first_var @ row**2
+    )
+    # Output layer input: the hidden units and a constant 1, divided by sqrt(H + 1).
+    h_mean = np.r_[hidden_mean, 1.0] / math.sqrt(n_hidden + 1)
+    h_var = np.r_[hidden_var, 0.0] / (n_hidden + 1)
+    w_mean, w_var = weight_mean[n_first:], weight_var[n_first:]
+    out_mean = w_mean @ h_mean
+    out_var = np.sum(w_mean**2 * h_var + w_var * (h_mean**2 + h_var))
+    return out_mean, out_var
+
+
+def reference_sites(x, y, weight_mean, weight_var, n_hidden, noise_var):
+    """PBP sites from central finite differences of log Z."""
+
+    def log_z(mean, var):
+        m_z, v_z = network_output_moments(x, mean, var, n_hidden)
+        return stats.norm.logpdf(y, m_z, math.sqrt(v_z + noise_var))
+
+    n_weights = weight_mean.size
+    grad_m, grad_v = np.empty(n_weights), np.empty(n_weights)
+    for w in range(n_weights):
+        step = np.zeros(n_weights)
+        step[w] = 1e-6
+        grad_m[w] = (
+            log_z(weight_mean + step, weight_var)
+            - log_z(weight_mean - step, weight_var)
+        ) / 2e-6
+        step[w] = 1e-6 * weight_var[w]
+        grad_v[w] = (
+            log_z(weight_mean, weight_var + step)
+            - log_z(weight_mean, weight_var - step)
+        ) / (2e-6 * weight_var[w])
+    new_mean = weight_mean + weight_var * grad_m
+    new_var = weight_var - weight_var**2 * (grad_m**2 - 2 * grad_v)
+    ok = new_var > 0
+    precision = np.where(ok, 1 / np.where(ok, new_var, 1) - 1 / weight_var, 0.0)
+    shift = np.where(
+        ok, new_mean / np.where(ok, new_var, 1) - weight_mean / weight_var, 0.0
+    )
+    return np.r_[precision, shift]
+
+
+def random_cavity(n_inputs, n_hidden, seed):
+    rng = np.random.RandomState(seed)
+    n_weights = n_hidden * (n_inputs + 1) + n_hidden + 1
+    return rng.normal(size=n_weights), rng.uniform(0.05, 1.0, size=n_weights)
+
+
+@pytest.mark.parametrize("learn_noise", [False, True])
+def test_mlp_sites_match_finite_differences_of_log_z(learn_noise):
+    n_inputs, n_hidden, n_rows = 3, 4, 6
+    weight_mean, weight_var = random_cavity(n_inputs, n_hidden, seed=1)
+    rng = np.random.RandomState(2)
+    X = rng.uniform(-1, 1, size=(n_rows, n_inputs))
+    y = rng.uniform(-1, 1, size=n_rows)
+    shape, rate = 5.0, 0.4
+    noise_var = rate / (shape - 1) if learn_noise else 0.1
+    sites = mlp_sites(
+        X, y, weight_mean, weight_var, n_hidden, shape, rate, learn_noise, 0.1
+    )
+    n_weights = weight_mean.size
+    assert sites.shape == (n_rows, 2 * n_weights + 2)
+    for i in range(n_rows):
+        expected = reference_sites(
+            X[i], y[i], weight_mean, weight_var, n_hidden, noise_var
+        )
+        np.testing.assert_allclose(
+            sites[i, : 2 * n_weights], expected, rtol=1e-6, atol=1e-7
+        )
+    if learn_noise:
+        m_z, v_z = mlp_predictive_moments(X, weight_mean, weight_var, n_hidden)
+        np.testing.assert_allclose(
+            sites[:, -2:], noise_sites(y, m_z, v_z, shape, rate), rtol=1e-12
+        )
+    else:
+        assert np.all(sites[:, -2:] == 0)
+
+
+def test_mlp_sites_are_zero_where_the_moment_match_fails():
+    # A far outlier with large weight variances makes some tilted variances negative.
+    n_inputs, n_hidden = 2, 3
+    weight_mean, weight_var = random_cavity(n_inputs, n_hidden, seed=3)
+    weight_var = weight_var * 20
+    X = np.array([[0.9, -0.8]])
+    y = np.array([40.0])
+    sites = mlp_sites(X, y, weight_mean, weight_var, n_hidden, 2.0, 0.1, False, 1e-3)
+    expected = reference_sites(X[0], y[0], weight_mean, weight_var, n_hidden, 1e-3)
+    assert np.any(expected[: weight_mean.size] == 0)
+    np.testing.assert_allclose(sites[0, :-2], expected, rtol=1e-5, atol=1e-7)
+
+
+def test_mlp_predictive_moments_match_monte_carlo():
+    n_inputs, n_hidden, n_draws = 3, 4, 200_000
+    weight_mean, weight_var = random_cavity(n_inputs, n_hidden, seed=4)
+    rng = np.random.RandomState(5)
+    X = rng.uniform(-1, 1, size=(3, n_inputs))
+    means, variances = mlp_predictive_moments(X, weight_mean, weight_var, n_hidden)
+    weights = weight_mean + np.sqrt(weight_var) * rng.normal(
+        size=(n_draws, weight_mean.size)
+    )
+    n_first = n_hidden * (n_inputs + 1)
+    first = weights[:, :n_first].reshape(n_draws, n_hidden, n_inputs + 1)
+    for i, x in enumerate(X):
+        hidden = np.maximum(first @ (np.r_[x, 1.0] / math.sqrt(n_inputs + 1)), 0.0)
+        hidden = np.column_stack([hidden, np.ones(n_draws)]) / math.sqrt(n_hidden + 1)
+        out = np.sum(weights[:, n_first:] * hidden, axis=1)
+        # Five Monte Carlo standard errors (mean: sd / sqrt(N); variance:
+        # sqrt((m4 - var^2) / N)).
+        centred = out - out.mean()
+        mc_var = np.mean(centred**2)
+        var_se = math.sqrt((np.mean(centred**4) - mc_var**2) / n_draws)
+        assert abs(means[i] - out.mean()) < 5 * out.std() / math.sqrt(n_draws)
+        assert abs(variances[i] - mc_var) < 5 * var_se
+
+
+def pbp_noise_site(y, m, v, shape, rate):
+    """PBP's Gamma update with Z(a, b) ~ N(y | m, v + b / (a - 1))."""
+
+    def z(a):
+        return stats.norm.pdf(y, m, math.sqrt(v + rate / (a - 1)))
+
+    z0, z1, z2 = z(shape), z(shape + 1), z(shape + 2)
+    new_shape = 1 / (z0 * z2 / z1**2 * (shape + 1) / shape - 1)
+    new_rate = 1 / ((z2 / z1 * (shape + 1) - z1 / z0 * shape) / rate)
+    return new_shape - shape, new_rate - rate
+
+
+def test_noise_sites_follow_the_pbp_gamma_update():
+    rng = np.random.RandomState(6)
+    y, m = rng.normal(size=5), rng.normal(size=5)
+    v = rng.uniform(0.01, 0.5, size=5)
+    for shape, rate in [(3.0, 0.5), (20.0, 1.0), (2.0, 0.1)]:
+        sites = noise_sites(y, m, v, shape, rate)
+        expected = [pbp_noise_site(*args, shape, rate) for args in zip(y, m, v)]
+        np.testing.assert_allclose(sites, expected, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("y", [0.3, -0.1, 0.6])
+def test_noise_site_matches_the_tilted_gamma_moments(y):
+    # The exact tilted distribution Gamma(lam | a, b) N(y | m, v + 1 / lam),
+    # integrated numerically. PBP's Gaussian approximation of the normaliser
+    # is exact as the Gamma concentrates (error O(1 / a^2)): at a = 500 the
+    # moment-matched Gamma's mean and variance agree to about 1e-6.
+    m, v, shape, rate = 0.0, 0.05, 500.0, 50.0
+    d_shape, d_rate = noise_sites(
+        np.array([y]), np.array([m]), np.array([v]), shape, rate
+    )[0]
+    lo, hi = stats.gamma.ppf([1e-12, 1 - 1e-12], shape, scale=1 / rate)
+
+    def moment(k):
+        def integrand(lam):
+            return (
+                stats.norm.pdf(y, m, math.sqrt(v + 1 / lam))
+                * lam**k
+                * stats.gamma.pdf(lam, shape, scale=1 / rate)
+            )
+
+        return integrate.quad(integrand, lo, hi, epsabs=0, epsrel=1e-12, limit=200)[0]
+
+    z0, z1, z2 = moment(0), moment(1), moment(2)
+    tilted_mean, tilted_var = z1 / z0, z2 / z0 - (z1 / z0) ** 2
+    new_shape, new_rate = shape + d_shape, rate + d_rate
+    assert new_shape / new_rate == pytest.approx(tilted_mean, rel=1e-5)
+    assert new_shape / new_rate**2 == pytest.approx(tilted_var, rel=1e-4)
+
+
+# 3. Privacy ---------------------------------------------------------------------
+
+
+class RecordingRandomState(np.random.RandomState):
+    """Records the scale of every ``normal(scale=...)`` draw (the privacy noise)."""
+
+    def __init__(self, seed, zero_noise=False):
+        super().__init__(seed)
+        self.noise_calls = []
+        self.zero_noise = zero_noise
+
+    def normal(self, loc=0.0, scale=None, size=None):
+        if scale is None:  # the network's initial means
+            return super().normal(loc, 1.0, size)
+        self.noise_calls.append((scale, size))
+        if self.zero_noise:
+            return np.zeros(size)
+        return super().normal(loc, scale, size)
+
+
+@pytest.fixture
+def clip_record(monkeypatch):
+    """Every output of sep.clip_rows (the sites and the factor after each update)."""
+    outputs = []
+    original = sep.clip_rows
+
+    def recording(rows, max_norm):
+        clipped = original(rows, max_norm)
+        outputs.append((np.array(rows, dtype=float), clipped, max_norm))
+        return clipped
+
+    monkeypatch.setattr(sep, "clip_rows", recording)
+    return outputs
+
+
+def adversarial_data(n_samples, n_features=3, seed=0):
+    rng = np.random.RandomState(seed)
+    X = rng.uniform(-1, 1, size=(n_samples, n_features))
+    y = rng.uniform(-1, 1, size=n_samples)
+    X[:5] = 1e12 * rng.choice([-1, 1], size=(5, n_features))
+    y[:5] = [1e12, -1e12, 1e12, -1e12, 1e12]
+    X[5:10] = rng.choice([-1.0, 1.0], size=(5, n_features))  # exactly on the bounds
+    y[5:10] = [-1.0, 1.0, 1.0, -1.0, 1.0]
+    return X, y
+
+
+@pytest.mark.parametrize(
+    "params",
+    [{"model": "linear"}, {"model": "mlp", "hidden_units": 4, "batch_size": 20}],
+)
+def test_sites_and_factor_never_exceed_clip_norm(clip_record, params):
+    X, y = adversarial_data(200)
+    clip_norm = 0.5
+    with pytest.warns(UserWarning, match="outside bounds_X"):
+        reg = DPSEPRegressor(
+            epsilon=1.0,
+            clip_norm=clip_norm,
+            max_iter=3,
+            bounds_X=(-1, 1),
+            bounds_y=(-1, 1),
+            random_state=0,
+            **params,
+        ).fit(X, y)
+    site_calls = [c for c in clip_record if c[0].shape[0] > 1]
+    factor_calls = [c for c in clip_record if c[0].shape[0] == 1]
+    assert site_calls and len(factor_calls) >= 2 * reg.n_steps_
+    for rows, clipped, max_norm in clip_record:
+        assert max_norm == clip_norm
+        assert np.all(np.linalg.norm(clipped, axis=1) <= clip_norm)
+    # Clipping did act on the sites (the test would otherwise prove nothing).
+    raw_norms = np.concatenate(
+        [np.linalg.norm(rows, axis=1) for rows, _, _ in site_calls]
+    )
+    assert raw_norms.max() > 10 * clip_norm
+
+
+@pytest.mark.parametrize(
+    "damping, clip_norm, n_samples, batch_size",
+    [(1.0, 1.0, 100, "auto"), (0.5, 2.0, 300, "auto"), (0.3, 0.1, 150, 50)],
+)
+def test_noise_std_is_multiplier_times_sensitivity(
+    damping, clip_norm, n_samples, batch_size
+):
+    X, y = adversarial_data(n_samples)
+    rng = RecordingRandomState(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        reg = DPSEPRegressor(
+            epsilon=2.0,
+            damping=damping,
+            clip_norm=clip_norm,
+            batch_size=batch_size,
+            max_iter=4,
+            bounds_X=(-1, 1),
+            bounds_y=(-1, 1),
+            random_state=rng,
+        ).fit(X, y)
+    sensitivity = 2 * damping * clip_norm / n_samples
+    assert reg.noise_multiplier_ > 0
+    # One draw per update, over the whole factor, at the stated std.
+    assert len(rng.noise_calls) == reg.n_steps_
+    # Linear model, 3 features and the intercept: precision triangle, shift, Gamma.
+    n_params = 4 * 5 // 2 + 4 + 2
+    for scale, size in rng.noise_calls:
+        assert scale == pytest.approx(reg.noise_multiplier_ * sensitivity, rel=1e-12)
+        assert size == n_params
+
+
+def test_privacy_noise_is_the_only_difference_from_clipped_sep():
+    # With the Gaussian draws replaced by zeros, a private fit is exactly the
+    # clipped noise-free fit: nothing else depends on epsilon (but the learned
+    # prior precision, which is learned without noise only: fixed here).
+    X, y = adversarial_data(300)
+    params = {
+        "prior_precision": 1.0,
+        "model": "mlp",
+        "hidden_units": 3,
+        "batch_size": 30,
+        "max_iter": 2,
+        "bounds_X": (-1, 1),
+        "bounds_y": (-1, 1),
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        silent = DPSEPRegressor(
+            epsilon=1.0, random_state=RecordingRandomState(3, True), **params
+        )
+        silent.fit(X, y)
+        plain = DPSEPRegressor(
+            epsilon=INF, random_state=RecordingRandomState(3), **params
+        ).fit(X, y)
+    np.testing.assert_array_equal(silent.weights_mean_, plain.weights_mean_)
+    np.testing.assert_array_equal(silent.weights_variance_, plain.weights_variance_)
+
+
+@pytest.mark.parametrize("batch_size", ["auto", 25])
+def test_one_accountant_step_per_update(batch_size):
+    X, y = make_linear(200)
+    reg = DPSEPRegressor(
+        epsilon=1.5,
+        delta=1e-6,
+        batch_size=batch_size,
+        max_iter=5,
+        bounds_X=BOUNDS_X,
+        bounds_y=BOUNDS_Y,
+        random_state=0,
+    ).fit(X, y)
+    sample_rate = 1.0 if batch_size == "auto" else 25 / 200
+    steps = 5 * math.ceil(1 / sample_rate)
+    assert reg.sample_rate_ == sample_rate
+    assert reg.n_steps_ == steps == reg.accountant_.steps
+    assert reg.accountant_.history == [(reg.noise_multiplier_, sample_rate, 1)] * steps
+    assert reg.noise_multiplier_ == calibrate_noise_multiplier(
+        1.5, 1e-6, sample_rate=sample_rate, steps=steps
+    )
+    assert reg.n_iter_ == 5
+
+
+@pytest.mark.parametrize("batch_size", ["auto", 40])
+def test_privacy_spent_matches_dp_accounting(batch_size):
+    pytest.importorskip("dp_accounting")
+    from dp_accounting import dp_event
+    from dp_accounting.rdp import rdp_privacy_accountant
+
+    logging.getLogger("absl").setLevel(logging.ERROR)
+    X, y = make_linear(400)
+    reg = DPSEPRegressor(
+        epsilon=0.8,
+        delta=1e-6,
+        batch_size=batch_size,
+        prior_precision=1.0,
+        max_iter=6,
+        bounds_X=BOUNDS_X,
+        bounds_y=BOUNDS_Y,
+        random_state=0,
+    ).fit(X, y)
+    event = dp_event.GaussianDpEvent(reg.noise_multiplier_)
+    if reg.sample_rate_ < 1:
+        event = dp_event.PoissonSampledDpEvent(reg.sample_rate_, event)
+    reference = rdp_privacy_accountant.RdpAccountant()
+    reference.compose(event, reg.n_steps_)
+    expected = reference.get_epsilon(1e-6)
+    assert reg.privacy_spent_ == (pytest.approx(expected, rel=1e-2), 1e-6)
+    # Our grid of orders is finer, so we may be slightly below, never above.
+    assert reg.privacy_spent_[0] <= expected * (1 + 1e-3)
+    assert reg.privacy_spent_[0] <= 0.8
+
+
+def test_private_default_fit_with_learned_prior_runs():
+    X, y = make_linear(600)
+    reg = DPSEPRegressor(bounds_X=BOUNDS_X, bounds_y=BOUNDS_Y, random_state=0).fit(X, y)
+    # Under noise "auto" keeps the prior precision at 1: the noise in the
+    # released means would otherwise drive it towards zero.
+    assert reg.prior_precision_ == 1.0
+    assert np.all(np.isfinite(reg.coef_))
+
+
+@pytest.mark.parametrize("model", ["linear", "mlp"])
+def test_no_data_derived_attributes_with_bounds(model):
+    X, y = make_linear(300)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        reg = DPSEPRegressor(
+            model=model,
+            hidden_units=3,
+            batch_size=50,
+            max_iter=2,
+            bounds_X=BOUNDS_X,
+            bounds_y=BOUNDS_Y,
+            random_state=0,
+        ).fit(X, y)
+    np.testing.assert_array_equal(reg.X_offset_, np.full(5, 1.0))
+    np.testing.assert_array_equal(reg.X_scale_, np.full(5, 2.0))
+    assert (reg.y_offset_, reg.y_scale_) == (2.0, 8.0)
+    # No per-record quantity anywhere in the fitted state.
+    for name, value in list(vars(reg).items()) + list(vars(reg._model).items()):
+        if isinstance(value, np.ndarray):
+            assert 300 not in value.shape, name
+
+
+def test_missing_bounds_warn_only_when_private():
+    X, y = make_linear(100)
+    for kwargs, missing in [
+        ({"bounds_y": BOUNDS_Y}, "bounds_X"),
+        ({"bounds_X": BOUNDS_X}, "bounds_y"),
+    ]:
+        with pytest.warns(PrivacyLeakWarning, match=f"{missing} is None"):
+            reg = DPSEPRegressor(epsilon=1.0, max_iter=2, **kwargs).fit(X, y)
+    # Without bounds the data's own mean and std are used (and revealed).
+    np.testing.assert_allclose(reg.y_offset_, y.mean())
+    np.testing.assert_allclose(reg.y_scale_, y.std())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        DPSEPRegressor(epsilon=INF, max_iter=2).fit(X, y)
+
+
+def test_batches_are_poisson_samples(monkeypatch):
+    sizes = []
+    original = sep._LinearModel.sites
+
+    def recording(self, X, y, cavity):
+        sizes.append(X.shape[0])
+        return original(self, X, y, cavity)
+
+    monkeypatch.setattr(sep._LinearModel, "sites", recording)
+    X, y = make_linear(100)
+    reg = DPSEPRegressor(
+        epsilon=INF,
+        batch_size=10,
+        max_iter=200,
+        bounds_X=BOUNDS_X,
+        bounds_y=BOUNDS_Y,
+        random_state=0,
+    ).fit(X, y)
+    # Empty batches skip the site computation.
+    sizes = np.r_[sizes, np.zeros(reg.n_steps_ - len(sizes))]
+    assert sizes.size == 2000
+    # Binomial(100, 0.1): mean 10, variance 9. Five standard errors.
+    assert abs(sizes.mean() - 10) < 5 * math.sqrt(9 / sizes.size)
+    assert abs(sizes.var() / 9 - 1) < 5 * math.sqrt(2 / sizes.size)
+
+
+# 4. scikit-learn contract ----------------------------------------------------
+
+
+# Full batches (batch_size larger than any check's data) keep the checks fast.
+FAST_PARAMS = [
+    {"model": "linear", "max_iter": 3, "random_state": 0},
+    {
+        "model": "mlp",
+        "hidden_units": 3,
+        "max_iter": 2,
+        "batch_size": 1000,
+        "random_state": 0,
+    },
+]
+
+
+@pytest.mark.filterwarnings("ignore::skprivfact.exceptions.PrivacyLeakWarning")
+@pytest.mark.parametrize("params", FAST_PARAMS, ids=["linear", "mlp"])
+def test_check_estimator(params):
+    check_estimator(DPSEPRegressor(**params), expected_failed_checks={})
+
+
+def test_pickle_clone_grid_search_and_pipeline():
+    X, y = make_linear(600)
+    reg = DPSEPRegressor(
+        bounds_X=BOUNDS_X, bounds_y=BOUNDS_Y, prior_precision=1.0, random_state=0
+    ).fit(X, y)
+    restored = pickle.loads(pickle.dumps(reg))
+    np.testing.assert_array_equal(restored.predict(X), reg.predict(X))
+    assert restored.accountant_.history == reg.accountant_.history
+    cloned = clone(reg)
+    assert cloned.get_params() == reg.get_params() and not hasattr(cloned, "coef_")
+    search = GridSearchCV(
+        DPSEPRegressor(
+            bounds_X=BOUNDS_X,
+            bounds_y=BOUNDS_Y,
+            noise_variance=0.09,
+            prior_precision=1.0,
+            random_state=0,
+        ),
+        {"epsilon": [0.5, 1.0, INF]},
+        cv=3,
+    ).fit(X, y)
+    assert [p["epsilon"] for p in search.cv_results_["params"]] == [0.5, 1.0, INF]
+    assert np.all(np.isfinite(search.cv_results_["mean_test_score"]))
+    assert search.cv_results_["mean_test_score"][2] > 0.95
+    # After a StandardScaler the inputs lie within a few units of 0: public
+    # bounds on the standardized scale (the scaler itself is not private).
+    pipe = make_pipeline(
+        StandardScaler(),
+        DPSEPRegressor(epsilon=INF, bounds_X=(-5, 5), bounds_y=BOUNDS_Y),
+    ).fit(X, y)
+    assert pipe.score(X, y) > 0.95
+
+
+@pytest.mark.parametrize("model", ["linear", "mlp"])
+def test_fixed_random_state_reproduces_the_fit(model):
+    X, y = make_linear(300)
+    params = {
+        "model": model,
+        "hidden_units": 4,
+        "batch_size": 30,
+        "max_iter": 3,
+        "bounds_X": BOUNDS_X,
+        "bounds_y": BOUNDS_Y,
+    }
+    first = DPSEPRegressor(random_state=7, **params).fit(X, y)
+    second = DPSEPRegressor(random_state=7, **params).fit(X, y)
+    other = DPSEPRegressor(random_state=8, **params).fit(X, y)
+    np.testing.assert_array_equal(first.predict(X), second.predict(X))
+    assert not np.array_equal(first.predict(X), other.predict(X))
+
+
+def test_mlp_results_do_not_depend_on_the_number_of_threads():
+    import numba
+
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("numba has a single thread")
+    X, y = make_linear(400)
+    params = {
+        "model": "mlp",
+        "hidden_units": 6,
+        "batch_size": 40,
+        "max_iter": 3,
+        "bounds_X": BOUNDS_X,
+        "bounds_y": BOUNDS_Y,
+        "random_state": 0,
+    }
+    previous = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        single = DPSEPRegressor(**params).fit(X, y)
+        single_std = single.predict(X, return_std=True)
+        numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+        multi = DPSEPRegressor(**params).fit(X, y)
+        multi_std = multi.predict(X, return_std=True)
+    finally:
+        numba.set_num_threads(previous)
+    np.testing.assert_array_equal(single.weights_mean_, multi.weights_mean_)
+    np.testing.assert_array_equal(single_std, multi_std)
+
+
+# 5. Bad input -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        ({"epsilon": 0.0}, "epsilon"),
+        ({"epsilon": -1.0}, "epsilon"),
+        ({"damping": 0.0}, "damping"),
+        ({"damping": 1.5}, "damping"),
+        ({"model": "gp"}, "model"),
+        ({"clip_norm": None, "epsilon": 1.0}, "clip_norm=None"),
+        ({"bounds_X": (-1, 3, 5)}, "bounds_X must be a pair"),
+        (
+            {"bounds_X": ([-1, -1], [3, 3])},
+            "bounds_X: lower and upper must be scalars or of length 5",
+        ),
+        ({"bounds_X": (3, -1)}, "bounds_X: every lower bound must be below"),
+        ({"bounds_X": (1, 1)}, "bounds_X: every lower bound must be below"),
+        ({"bounds_X": (-np.inf, 3)}, "bounds_X must be finite"),
+        ({"bounds_y": (-6, np.nan)}, "bounds_y must be finite"),
+        ({"bounds_y": (10, -6)}, "bounds_y: every lower bound must be below"),
+    ],
+)
+def test_bad_parameters_are_rejected(params, match):
+    X, y = make_linear(50)
+    base = {"bounds_X": BOUNDS_X, "bounds_y": BOUNDS_Y, "max_iter": 1}
+    with pytest.raises(ValueError, match=match):
+        DPSEPRegressor(**{**base, **params}).fit(X, y)
+
+
+def test_bad_input_is_rejected():
+    X, y = make_linear(50)
+    reg = DPSEPRegressor(bounds_X=BOUNDS_X, bounds_y=BOUNDS_Y, max_iter=1)
+    for bad in (np.nan, np.inf):
+        X_bad = X.copy()
+        X_bad[3, 1] = bad
+        with pytest.raises(ValueError, match="Input X contains (NaN|infinity)"):
+            reg.fit(X_bad, y)
+        y_bad = y.copy()
+        y_bad[4] = bad
+        with pytest.raises(ValueError, match="Input y contains (NaN|infinity)"):
+            reg.fit(X, y_bad)
+    with pytest.raises(ValueError, match="Expected 2D array, got 1D array"):
+        reg.fit(X[:, 0], y)
+    with pytest.raises(ValueError, match="inconsistent numbers of samples"):
+        reg.fit(X, y[:-1])
+    with pytest.raises(ValueError, match="y is constant"):
+        DPSEPRegressor(bounds_X=BOUNDS_X, max_iter=1).fit(X, np.ones(50))
+    # With bounds_y a constant target is fine.
+    DPSEPRegressor(bounds_X=BOUNDS_X, bounds_y=BOUNDS_Y, max_iter=1).fit(X, np.ones(50))
+    reg.fit(X, y)
+    with pytest.raises(ValueError, match="features"):
+        reg.predict(X[:, :2])
+
+
+@pytest.mark.parametrize("model", ["linear", "mlp"])
+def test_values_outside_the_bounds_are_clipped_with_a_warning(model):
+    X, y = make_linear(200)
+    X[0, 0] = 100.0
+    params = {
+        "model": model,
+        "hidden_units": 4,
+        "batch_size": 50,
+        "max_iter": 2,
+        "bounds_X": BOUNDS_X,
+        "bounds_y": BOUNDS_Y,
+        "random_state": 0,
+    }
+    with pytest.warns(UserWarning, match="outside bounds_X; they were clipped"):
+        reg = DPSEPRegressor(**params).fit(X, y)
+    X_in = X.copy()
+    X_in[0, 0] = BOUNDS_X[1]
+    # The fit saw the clipped row.
+    reference = DPSEPRegressor(**params).fit(X_in, y)
+    np.testing.assert_array_equal(reg.weights_mean_, reference.weights_mean_)
+    y_out = y.copy()
+    y_out[1] = -50.0
+    with pytest.warns(UserWarning, match="outside bounds_y; they were clipped"):
+        DPSEPRegressor(**params).fit(X_in, y_out)
+    # Prediction clips too: a point beyond the bound predicts as the bound.
+    with pytest.warns(UserWarning, match="outside bounds_X"):
+        outside = reg.predict(X[:1], return_std=True)
+    np.testing.assert_array_equal(outside, reg.predict(X_in[:1], return_std=True))
+
+
+# 6. Predictions -----------------------------------------------------------------
+
+
+def test_predict_transform_and_score_on_a_nonlinear_problem():
+    rng = np.random.RandomState(0)
+    X = rng.uniform(-1, 1, size=(1000, 1))
+    y = np.sin(3 * X[:, 0]) + 0.1 * rng.normal(size=1000)
+    reg = DPSEPRegressor(
+        model="mlp",
+        hidden_units=20,
+        batch_size=20,
+        max_iter=20,
+        epsilon=INF,
+        bounds_X=(-1, 1),
+        bounds_y=(-1.5, 1.5),
+        random_state=0,
+    ).fit(X, y)
+    X_test = np.linspace(-0.95, 0.95, 50)[:, None]
+    mean, std = reg.predict(X_test, return_std=True)
+    assert np.all(std > 0)
+    np.testing.assert_array_equal(reg.transform(X_test), np.column_stack([mean, std]))
+    np.testing.assert_array_equal(reg.predict(X_test), mean)
+    assert reg.transform(X_test).shape == (50, 2)
+    y_test = np.sin(3 * X_test[:, 0])
+    score = reg.score(X_test, y_test)
+    residual = y_test - mean
+    assert score == pytest.approx(
+        1 - residual @ residual / np.sum((y_test - y_test.mean()) ** 2)
+    )
+    assert score > 0.9
+    # The predictive std includes the observation noise (0.1).
+    assert np.all(std > 0.05)
+
+
+def test_private_linear_fit_recovers_the_coefficients():
+    X, y = make_linear(20000, seed=1)
+    params = {
+        "bounds_X": BOUNDS_X,
+        "bounds_y": BOUNDS_Y,
+        "noise_variance": NOISE_STD**2,
+    }
+    private = DPSEPRegressor(epsilon=1.0, random_state=0, **params).fit(X, y)
+    clipped = DPSEPRegressor(epsilon=INF, **params).fit(X, y)
+    assert private.privacy_spent_[0] <= 1.0
+    truth = np.r_[COEF, INTERCEPT]
+    # The clipped noise-free posterior contains the truth.
+    clipped_mean = np.r_[clipped.coef_, clipped.intercept_]
+    assert np.all(
+        np.abs(clipped_mean - truth) < 5 * np.sqrt(np.diag(clipped.coef_covariance_))
+    )
+    # Privacy noise: each natural parameter of the posterior (n times the
+    # average of the last 20 released factors) carries independent noise of std
+    # tau = 2 C sigma / sqrt(20). To first order the scaled weights move by
+    # S (dh - dP w), of covariance at most tau^2 (1 + |w|^2) S^2 (S the scaled
+    # posterior covariance); mapped to the original units by T.
+    transform = scaled_to_original(5, np.full(5, 1.0), np.full(5, 2.0), 8.0)
+    n_averaged = 20
+    tau = 2 * 1.0 * private.noise_multiplier_ / math.sqrt(n_averaged)
+    scaled_cov = np.linalg.solve(
+        transform, np.linalg.solve(transform, clipped.coef_covariance_).T
+    )
+    spread = transform @ scaled_cov @ scaled_cov @ transform.T
+    weights = np.linalg.solve(transform, clipped_mean - np.r_[np.zeros(5), 2.0])
+    noise_std = tau * math.sqrt(1 + weights @ weights) * np.sqrt(np.diag(spread))
+    private_mean = np.r_[private.coef_, private.intercept_]
+    assert np.all(np.abs(private_mean - clipped_mean) < 5 * noise_std)
+    # And the coefficients are recovered to about a tenth of their scale.
+    assert np.all(np.abs(private.coef_ - COEF) < 0.1)
+
+
+def test_verbose_reports_each_pass(capsys):
+    X, y = make_linear(200)
+    DPSEPRegressor(
+        max_iter=3,
+        verbose=1,
+        prior_precision=1.0,
+        bounds_X=BOUNDS_X,
+        bounds_y=BOUNDS_Y,
+        random_state=0,
+    ).fit(X, y)
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 3
+    assert lines[-1].startswith("[DPSEPRegressor] pass 3/3")
+    assert all("epsilon spent" in line for line in lines)
