@@ -158,7 +158,7 @@ class _LinearModel:
         mean, covariance, _, _ = self.moments(theta)
         return float(mean @ mean + np.trace(covariance)), self.n_coef
 
-    def sites(self, X, y, cavity):
+    def sites(self, X, y, cavity, noise_std=0.0):
         mean, covariance, shape, rate = self.moments(cavity)
         rows = self.design(X)
         noise_var = self.noise_var(shape, rate)
@@ -188,7 +188,7 @@ class _LinearModel:
         out[-1] = max(rate, 0.0)
         return out
 
-    def predict_moments(self, theta, X):
+    def predict_moments(self, theta, X, noise_std=0.0):
         mean, covariance, shape, rate = self.moments(theta)
         rows = self.design(X)
         out_var = np.einsum("ij,jk,ik->i", rows, covariance, rows)
@@ -231,10 +231,16 @@ class _NetworkModel:
         factor[self.n_weights : 2 * self.n_weights] = self.prior_precision * means / n_samples
         return factor
 
-    def moments(self, theta):
+    def moments(self, theta, noise_std=0.0):
         precision = theta[: self.n_weights]
+        shift = theta[self.n_weights : 2 * self.n_weights]
         variance = 1.0 / precision
-        return theta[self.n_weights : 2 * self.n_weights] * variance, variance, theta[-2], theta[-1]
+        mean = shift * variance
+        if noise_std > 0:
+            mean, variance = _denoise_weights(
+                mean, variance, noise_std * variance, self.prior_precision
+            )
+        return mean, variance, theta[-2], theta[-1]
 
     def noise_var(self, shape, rate):
         if self.noise_variance is not None:
@@ -245,8 +251,8 @@ class _NetworkModel:
         mean, variance, _, _ = self.moments(theta)
         return float(mean @ mean + variance.sum()), self.n_weights
 
-    def sites(self, X, y, cavity):
-        mean, variance, shape, rate = self.moments(cavity)
+    def sites(self, X, y, cavity, noise_std=0.0):
+        mean, variance, shape, rate = self.moments(cavity, noise_std)
         learn = self.noise_variance is None
         return mlp_sites(
             X, y, mean, variance, self.n_hidden, shape, rate, learn,
@@ -266,12 +272,51 @@ class _NetworkModel:
         np.maximum(out[-2:], 0.0, out=out[-2:])
         return out
 
-    def predict_moments(self, theta, X):
-        mean, variance, shape, rate = self.moments(theta)
+    def predict_moments(self, theta, X, noise_std=0.0):
+        mean, variance, shape, rate = self.moments(theta, noise_std)
         out_mean, out_var = mlp_predictive_moments(
             np.ascontiguousarray(X), mean, variance, self.n_hidden
         )
         return out_mean, out_var, self.noise_var(shape, rate)
+
+
+def _denoise_weights(mean, variance, mean_noise_std, prior_precision):
+    """Shrink noisy posterior means by their empirical-Bayes factor.
+
+    Under the prior ``N(0, 1 / prior_precision)`` the posterior means of the
+    weights spread with variance ``1 / prior_precision - variance`` (law of
+    total variance); a released mean carries privacy noise of std
+    ``mean_noise_std`` on top, so its best linear estimate is the released
+    mean times ``spread / (spread + noise variance)``, and the variance grows
+    by what the estimate leaves unknown. Post-processing: it uses released
+    values and public noise scales only.
+    """
+    spread = np.maximum(1.0 / prior_precision - variance, 0.0)
+    noise_var = mean_noise_std**2
+    with np.errstate(invalid="ignore", divide="ignore"):
+        shrink = np.where(spread > 0, spread / (spread + noise_var), 0.0)
+    return mean * shrink, variance + spread * (1.0 - shrink)
+
+
+def _factor_noise_std(noise_std, decay, n_steps, first_averaged):
+    """Std of the noise in one coordinate of the running and the averaged factor.
+
+    The factor follows ``f_t = (1 - decay) f_(t-1) + ... + noise_t``; returns
+    the stationary std of the running factor's noise and the std of the noise
+    in the average of ``f_t`` over ``first_averaged <= t < n_steps``.
+    """
+    if noise_std == 0:
+        return 0.0, 0.0
+    running = noise_std / math.sqrt(decay * (2.0 - decay))
+    steps = np.arange(n_steps)
+    n_averaged = n_steps - first_averaged
+    # Noise drawn at step s reaches f_t with weight (1 - decay)**(t - s); its
+    # weight in the average is the sum of those over the averaged t >= s.
+    start = np.maximum(steps, first_averaged)
+    weights = (
+        (1.0 - decay) ** (start - steps) - (1.0 - decay) ** (n_steps - steps)
+    ) / (decay * n_averaged)
+    return running, noise_std * float(np.sqrt(np.sum(weights**2)))
 
 
 def _clip_vector(vector, max_norm):
@@ -324,6 +369,9 @@ def _fit_sep(
     noise_std = (
         noise_multiplier * 2.0 * damping * clip_norm / n_samples if noise_multiplier > 0 else 0.0
     )
+    running_noise, averaged_noise = _factor_noise_std(
+        noise_std, damping * sample_rate, n_steps, first_averaged
+    )
     start = time.perf_counter()
     for step in range(n_steps):
         cavity = prior + (n_samples - 1) * factor
@@ -333,7 +381,7 @@ def _fit_sep(
         else:
             batch = np.arange(n_samples)
         if batch.size:
-            sites = model.sites(X[batch], y[batch], cavity)
+            sites = model.sites(X[batch], y[batch], cavity, (n_samples - 1) * running_noise)
             if clip_norm is not None:
                 sites = clip_rows(sites, clip_norm)
             site_sum = sites.sum(axis=0)
@@ -368,7 +416,7 @@ def _fit_sep(
             if noise_std > 0:
                 message += f", epsilon spent {accountant.get_epsilon(delta):.4g}"
             print(message + f", {time.perf_counter() - start:.2f} s", flush=True)
-    return factor_sum / (n_steps - first_averaged), n_steps
+    return factor_sum / (n_steps - first_averaged), n_steps, n_samples * averaged_noise
 
 
 class DPSEPRegressor(
@@ -673,7 +721,7 @@ class DPSEPRegressor(
         else:
             self.noise_multiplier_ = 0.0
 
-        factor, self.n_steps_ = _fit_sep(
+        factor, self.n_steps_, self._posterior_noise = _fit_sep(
             model,
             X_scaled,
             y_scaled,
@@ -693,7 +741,10 @@ class DPSEPRegressor(
         self.prior_precision_ = float(model.prior_precision)
         self._model = model
         self._posterior = model.prior() + n_samples * factor
-        mean, variance, shape, rate = model.moments(self._posterior)
+        if self.model == "linear":
+            mean, variance, shape, rate = model.moments(self._posterior)
+        else:
+            mean, variance, shape, rate = model.moments(self._posterior, self._posterior_noise)
         if self.model == "linear":
             covariance = variance
             variance = np.diag(covariance).copy()
@@ -722,7 +773,7 @@ class DPSEPRegressor(
         X_scaled = _apply_scaling(
             np.asarray(X, dtype=np.float64), self.X_offset_, self.X_scale_, self._X_box, "bounds_X"
         )
-        return self._model.predict_moments(self._posterior, X_scaled)
+        return self._model.predict_moments(self._posterior, X_scaled, self._posterior_noise)
 
     def predict(self, X, return_std=False):
         """Posterior predictive mean (and standard deviation) of the target.

@@ -422,10 +422,12 @@ def test_noise_std_is_multiplier_times_sensitivity(
         assert size == n_params
 
 
-def test_privacy_noise_is_the_only_difference_from_clipped_sep():
+def test_privacy_noise_is_the_only_difference_from_clipped_sep(monkeypatch):
     # With the Gaussian draws replaced by zeros, a private fit is exactly the
     # clipped noise-free fit: nothing else depends on epsilon (but the learned
-    # prior precision, which is learned without noise only: fixed here).
+    # prior precision, which is learned without noise only: fixed here, and
+    # the denoising of the released means, disabled here).
+    monkeypatch.setattr(sep, "_denoise_weights", lambda mean, var, *args: (mean, var))
     X, y = adversarial_data(300)
     params = {
         "prior_precision": 1.0,
@@ -554,9 +556,9 @@ def test_batches_are_poisson_samples(monkeypatch):
     sizes = []
     original = sep._LinearModel.sites
 
-    def recording(self, X, y, cavity):
+    def recording(self, X, y, cavity, noise_std=0.0):
         sizes.append(X.shape[0])
-        return original(self, X, y, cavity)
+        return original(self, X, y, cavity, noise_std)
 
     monkeypatch.setattr(sep._LinearModel, "sites", recording)
     X, y = make_linear(100)
@@ -848,3 +850,45 @@ def test_verbose_reports_each_pass(capsys):
     assert len(lines) == 3
     assert lines[-1].startswith("[DPSEPRegressor] pass 3/3")
     assert all("epsilon spent" in line for line in lines)
+
+
+def test_denoise_weights_limits_and_formula():
+    rng = np.random.RandomState(0)
+    prior_precision = 2.0
+    variance = rng.uniform(0.01, 0.5, size=50)
+    mean = rng.normal(size=50)
+    # No noise: unchanged.
+    m, v = sep._denoise_weights(mean, variance, np.zeros(50), prior_precision)
+    np.testing.assert_array_equal(m, mean)
+    np.testing.assert_array_equal(v, variance)
+    # A weight the data left at its prior carries nothing but noise: mean 0.
+    m, v = sep._denoise_weights(
+        np.array([3.0]), np.array([0.5]), np.array([1.0]), prior_precision
+    )
+    assert m[0] == 0.0 and v[0] == 0.5
+    # Otherwise the linear shrinkage of a signal of variance 1/prior - v
+    # observed with noise variance s^2, checked by simulation.
+    spread = 1 / prior_precision - 0.1
+    signal = rng.normal(scale=math.sqrt(spread), size=200_000)
+    observed = signal + rng.normal(scale=0.3, size=signal.size)
+    m, v = sep._denoise_weights(
+        observed, np.full(signal.size, 0.1), np.full(signal.size, 0.3), prior_precision
+    )
+    slope = np.polyfit(observed, signal, 1)[0]
+    assert m[0] / observed[0] == pytest.approx(slope, abs=0.01)
+    assert v[0] - 0.1 == pytest.approx(np.mean((signal - m) ** 2), rel=0.02)
+
+
+def test_factor_noise_std_matches_simulation():
+    rng = np.random.RandomState(1)
+    decay, n_steps, first = 0.05, 400, 200
+    running, averaged = sep._factor_noise_std(1.0, decay, n_steps, first)
+    noise = rng.normal(size=(n_steps, 20_000))
+    factor = np.zeros(noise.shape[1])
+    total = np.zeros_like(factor)
+    for step in range(n_steps):
+        factor = (1 - decay) * factor + noise[step]
+        if step >= first:
+            total += factor
+    assert np.std(factor) == pytest.approx(running, rel=0.03)
+    assert np.std(total / (n_steps - first)) == pytest.approx(averaged, rel=0.03)
