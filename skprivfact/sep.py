@@ -444,7 +444,10 @@ class DPSEPRegressor(
     (``max_iter * ceil(1 / q)`` updates) spend at most ``(epsilon, delta)``,
     and ``privacy_spent_`` is what the Renyi-DP accountant computed. The
     returned posterior averages the released factors of the last updates
-    (post-processing). Priors are fixed; the observation-noise precision has
+    (post-processing). For ``"mlp"``, whose weights the data often leave
+    close to their prior, a released mean is shrunk towards zero by its
+    empirical-Bayes factor given the known scale of the noise it carries,
+    both at the cavity and in the returned posterior (post-processing too). Priors are fixed; the observation-noise precision has
     a Gamma factor that is part of the clipped, noised natural parameters (or
     is fixed by ``noise_variance``). Inputs and targets are mapped to [-1, 1]
     by ``bounds_X`` and ``bounds_y`` and clipped to them. Not covered:
