@@ -99,8 +99,10 @@ def test_noise_free_linear_sep_is_the_exact_conjugate_posterior():
     precision = prior_precision * np.eye(6) + design.T @ design / noise_var
     covariance = np.linalg.inv(precision)
     mean = covariance @ design.T @ y_scaled / noise_var
-    np.testing.assert_allclose(reg.weights_mean_, mean, rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(reg.weights_variance_, np.diag(covariance), rtol=1e-9)
+    # With damping 0.5 the factor halves its distance to the fixed point per
+    # update; the average starts after 20 of the 40 updates (2**-20 ~ 1e-6).
+    np.testing.assert_allclose(reg.weights_mean_, mean, rtol=1e-6, atol=1e-12)
+    np.testing.assert_allclose(reg.weights_variance_, np.diag(covariance), rtol=1e-6)
     # The same posterior in the original units.
     transform = scaled_to_original(5, np.full(5, x_mid), np.full(5, x_half), y_half)
     exact_mean = transform @ mean + np.r_[np.zeros(5), y_mid]
@@ -387,7 +389,7 @@ def test_sites_and_factor_never_exceed_clip_norm(clip_record, params):
     raw_norms = np.concatenate(
         [np.linalg.norm(rows, axis=1) for rows, _, _ in site_calls]
     )
-    assert raw_norms.max() > 10 * clip_norm
+    assert raw_norms.max() > 2 * clip_norm
 
 
 @pytest.mark.parametrize(
