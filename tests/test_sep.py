@@ -99,10 +99,11 @@ def test_noise_free_linear_sep_is_the_exact_conjugate_posterior():
     precision = prior_precision * np.eye(6) + design.T @ design / noise_var
     covariance = np.linalg.inv(precision)
     mean = covariance @ design.T @ y_scaled / noise_var
-    # With damping 0.5 the factor halves its distance to the fixed point per
-    # update; the average starts after 20 of the 40 updates (2**-20 ~ 1e-6).
-    np.testing.assert_allclose(reg.weights_mean_, mean, rtol=1e-6, atol=1e-12)
-    np.testing.assert_allclose(reg.weights_variance_, np.diag(covariance), rtol=1e-6)
+    # The default ("auto") damping of the linear model is 1: one full-batch
+    # update reaches the fixed point.
+    assert reg.damping_ == 1.0
+    np.testing.assert_allclose(reg.weights_mean_, mean, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(reg.weights_variance_, np.diag(covariance), rtol=1e-9)
     # The same posterior in the original units.
     transform = scaled_to_original(5, np.full(5, x_mid), np.full(5, x_half), y_half)
     exact_mean = transform @ mean + np.r_[np.zeros(5), y_mid]
@@ -894,3 +895,25 @@ def test_factor_noise_std_matches_simulation():
             total += factor
     assert np.std(factor) == pytest.approx(running, rel=0.03)
     assert np.std(total / (n_steps - first)) == pytest.approx(averaged, rel=0.03)
+
+
+@pytest.mark.parametrize(
+    "params, expected",
+    [
+        ({"model": "linear"}, 1.0),
+        ({"model": "mlp", "batch_size": 8}, 1.0),
+        ({"model": "mlp", "batch_size": 32}, 0.5),
+        ({"model": "mlp", "batch_size": 64, "damping": 0.9}, 0.9),
+    ],
+)
+def test_auto_damping_and_the_noise_it_sets(params, expected):
+    X, y = make_linear(400)
+    rng = RecordingRandomState(0)
+    reg = DPSEPRegressor(
+        hidden_units=2, max_iter=1, bounds_X=BOUNDS_X, bounds_y=BOUNDS_Y,
+        random_state=rng, **params,
+    ).fit(X, y)
+    assert reg.damping_ == expected
+    assert len(rng.noise_calls) == reg.n_steps_
+    for scale, _ in rng.noise_calls:
+        assert scale == pytest.approx(reg.noise_multiplier_ * 2 * expected / 400, rel=1e-12)
