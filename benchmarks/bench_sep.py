@@ -1,0 +1,657 @@
+"""Acceptance measurements for DPSEPRegressor.
+
+Run from the project root (with the package installed, or ``PYTHONPATH=.``)::
+
+    python benchmarks/bench_sep.py [linear] [mlp] [private] [sweep] [speed]
+        [--datasets kin8nm power-plant ...] [--n-splits 5] [--protein-passes 40]
+        [--save-json PATH] [--reference-json PATH] [--numba-threads 1]
+
+linear   non-private linear SEP (defaults, noise variance fixed to the truth)
+         against the exact conjugate posterior on a synthetic problem (n = 5000,
+         d = 5): KL divergence both ways; also with batch_size=100
+mlp      non-private network SEP (epsilon=inf, clip_norm=None) on the UCI sets,
+         random 90/10 splits, inputs and target standardized with the training
+         split's statistics (the estimator's behaviour with bounds None): test
+         RMSE and log-likelihood, against probabilistic backpropagation's
+         published RMSE
+private  epsilon = 1, delta = 1e-5, with bounds fixed before the splits (see
+         below), against the non-private run on the same splits (taken from
+         ``--reference-json``, a file written by ``mlp --save-json``, or run
+         again)
+sweep    clip_norm in {0.3, 1, 3, 10} at epsilon = 1 on one split of kin8nm
+speed    seconds per pass on kin8nm (50 hidden units, 40 passes) against
+         scikit-learn's MLPRegressor seconds per epoch at the same batch size,
+         medians of 3 in this process
+
+Bounds of the private runs: for each data set, the minimum and maximum of
+every column over the WHOLE data file, widened outward by 5% of the range.
+They stand in for public domain knowledge of the features' ranges (physical
+limits, instrument ranges) that a data holder would fix before seeing the
+data; they are read from the data here, so the epsilon of these runs is not a
+formal guarantee for the bounds themselves, only for everything the estimator
+computes given them.
+
+Without a section name every section runs. The UCI files are read from
+../shared/data/uci (sections that need them are skipped when it is absent).
+"""
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.neural_network import MLPRegressor
+from threadpoolctl import threadpool_limits
+
+from skprivfact.sep import DPSEPRegressor
+
+UCI = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "uci"
+INF = float("inf")
+DELTA = 1e-5
+# name: (hidden units, published PBP test RMSE)
+DATASETS = {
+    "concrete": (50, 5.67),
+    "energy": (50, 1.80),
+    "kin8nm": (50, 0.098),
+    "naval-propulsion-plant": (50, 0.006),
+    "power-plant": (50, 4.12),
+    "protein-tertiary-structure": (100, 4.73),
+    "wine-quality-red": (50, 0.635),
+    "yacht": (50, 1.02),
+}
+LARGE = {
+    "kin8nm",
+    "naval-propulsion-plant",
+    "power-plant",
+    "protein-tertiary-structure",
+}
+N_PASSES = 40
+BOUNDS_WIDENING = 0.05
+SWEEP_CLIP_NORMS = [0.3, 1.0, 3.0, 10.0]
+
+
+# ----------------------------------------------------------------------------
+# Helpers
+# ----------------------------------------------------------------------------
+
+
+def load_uci(name):
+    folder = UCI / name
+    data = np.loadtxt(folder / "data.txt")
+    features = np.atleast_1d(np.loadtxt(folder / "index_features.txt", dtype=int))
+    target = int(np.loadtxt(folder / "index_target.txt", dtype=int))
+    return data[:, features], data[:, target]
+
+
+def split(n_samples, seed):
+    """Random 90/10 split from its own seeded permutation."""
+    order = np.random.RandomState(seed).permutation(n_samples)
+    n_train = round(0.9 * n_samples)
+    return order[:n_train], order[n_train:]
+
+
+def public_bounds(values):
+    """Min and max over the whole file, widened by 5% of the range each side."""
+    lower, upper = values.min(axis=0), values.max(axis=0)
+    margin = BOUNDS_WIDENING * np.where(upper > lower, upper - lower, 1.0)
+    return lower - margin, upper + margin
+
+
+def gaussian_log_likelihood(y, mean, std):
+    return float(
+        np.mean(-0.5 * np.log(2 * math.pi * std**2) - 0.5 * ((y - mean) / std) ** 2)
+    )
+
+
+def mean_se(values):
+    values = np.asarray(values, dtype=float)
+    se = (
+        values.std(ddof=1) / math.sqrt(values.size) if values.size > 1 else float("nan")
+    )
+    return float(values.mean()), float(se)
+
+
+def fmt(mean, se, digits=4):
+    return f"{mean:.{digits}g} ± {se:.2g}"
+
+
+def gaussian_kl(mean_p, cov_p, mean_q, cov_q):
+    """KL(N(mean_p, cov_p) || N(mean_q, cov_q))."""
+    inv_q = np.linalg.inv(cov_q)
+    diff = mean_q - mean_p
+    return 0.5 * (
+        np.trace(inv_q @ cov_p)
+        + diff @ inv_q @ diff
+        - mean_p.size
+        + np.linalg.slogdet(cov_q)[1]
+        - np.linalg.slogdet(cov_p)[1]
+    )
+
+
+def passes_for(name, args):
+    return args.protein_passes if name == "protein-tertiary-structure" else N_PASSES
+
+
+def fit_and_score(estimator, X, y, train, test):
+    start = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        estimator.fit(X[train], y[train])
+        seconds = time.perf_counter() - start
+        mean, std = estimator.predict(X[test], return_std=True)
+    messages = sorted({f"{w.category.__name__}: {str(w.message)[:80]}" for w in caught})
+    finite = bool(
+        np.all(np.isfinite(mean)) and np.all(np.isfinite(std)) and np.all(std > 0)
+    )
+    rmse = float(np.sqrt(np.mean((mean - y[test]) ** 2))) if finite else float("nan")
+    ll = gaussian_log_likelihood(y[test], mean, std) if finite else float("nan")
+    return {
+        "rmse": rmse,
+        "ll": ll,
+        "seconds": seconds,
+        "finite": finite,
+        "warnings": messages,
+        "noise_multiplier": float(estimator.noise_multiplier_),
+        "epsilon_spent": float(estimator.privacy_spent_[0]),
+        "batch_size": float(estimator.sample_rate_ * len(train)),
+    }
+
+
+def run_uci(names, args, private, clip_norm=1.0):
+    """Per data set, the list of per-split results."""
+    results = {}
+    for name in names:
+        X, y = load_uci(name)
+        hidden, _ = DATASETS[name]
+        n_passes = passes_for(name, args)
+        if private:
+            bounds_X, bounds_y = public_bounds(X), public_bounds(y)
+            bounds_X = (bounds_X[0], bounds_X[1])
+            bounds_y = (float(bounds_y[0]), float(bounds_y[1]))
+        rows = []
+        for seed in range(args.n_splits):
+            train, test = split(len(y), seed)
+            if private:
+                estimator = DPSEPRegressor(
+                    model="mlp",
+                    hidden_units=hidden,
+                    epsilon=1.0,
+                    delta=DELTA,
+                    clip_norm=clip_norm,
+                    bounds_X=bounds_X,
+                    bounds_y=bounds_y,
+                    max_iter=n_passes,
+                    random_state=seed,
+                )
+            else:
+                estimator = DPSEPRegressor(
+                    model="mlp",
+                    hidden_units=hidden,
+                    epsilon=INF,
+                    clip_norm=None,
+                    max_iter=n_passes,
+                    random_state=seed,
+                )
+            row = fit_and_score(estimator, X, y, train, test)
+            rows.append(row)
+            print(
+                f"  {name} split {seed}: RMSE {row['rmse']:.4g}, LL {row['ll']:.4g}, "
+                f"{row['seconds']:.1f} s"
+                + (f", eps spent {row['epsilon_spent']:.3g}" if private else "")
+                + (f", warnings {row['warnings']}" if row["warnings"] else ""),
+                flush=True,
+            )
+        results[name] = {"n": len(y), "d": X.shape[1], "passes": n_passes, "rows": rows}
+    return results
+
+
+def baseline_rmse(name, n_splits):
+    """Mean test RMSE of predicting the training split's mean."""
+    _, y = load_uci(name)
+    rmses = []
+    for seed in range(n_splits):
+        train, test = split(len(y), seed)
+        rmses.append(np.sqrt(np.mean((y[test] - y[train].mean()) ** 2)))
+    return float(np.mean(rmses))
+
+
+def print_uci_table(results, title, reference=None):
+    print()
+    print(title)
+    header = (
+        f"{'data set':<27}{'n':>6}{'d':>3}{'H':>4}{'pass':>5}{'B':>5}  "
+        f"{'test RMSE':>18}  {'median':>8}  {'mean-pred':>9}  {'test LL':>18}  {'fit s':>7}"
+    )
+    if reference is None:
+        header += f"  {'PBP':>6}  {'ratio':>6}  within 10%"
+    else:
+        header += f"  {'non-priv':>8}  {'ratio':>6}  within 15% (n>=8000)"
+    print(header)
+    print("-" * len(header))
+    for name, result in results.items():
+        rows = result["rows"]
+        rmse = mean_se([r["rmse"] for r in rows])
+        ll = mean_se([r["ll"] for r in rows])
+        median_rmse = statistics.median(r["rmse"] for r in rows)
+        seconds = statistics.mean(r["seconds"] for r in rows)
+        line = (
+            f"{name:<27}{result['n']:>6}{result['d']:>3}{DATASETS[name][0]:>4}"
+            f"{result['passes']:>5}{rows[0]['batch_size']:>5.0f}  "
+            f"{fmt(*rmse):>18}  {median_rmse:>8.4g}  {baseline_rmse(name, len(rows)):>9.4g}  "
+            f"{fmt(*ll):>18}  {seconds:>7.1f}"
+        )
+        if reference is None:
+            published = DATASETS[name][1]
+            ratio = rmse[0] / published
+            line += f"  {published:>6.3g}  {ratio:>6.3f}  {'yes' if ratio <= 1.10 else 'NO'}"
+        else:
+            base = mean_se([r["rmse"] for r in reference[name]["rows"]])[0]
+            ratio = rmse[0] / base
+            flag = ("yes" if ratio <= 1.15 else "NO") if name in LARGE else "(n < 8000)"
+            line += f"  {base:>8.4g}  {ratio:>6.3f}  {flag}"
+        if not all(r["finite"] for r in rows):
+            line += "  [non-finite predictions]"
+        print(line)
+    if reference is not None:
+        print("  noise multiplier / epsilon spent per set (split 0):")
+        for name, result in results.items():
+            row = result["rows"][0]
+            print(
+                f"    {name:<27} sigma {row['noise_multiplier']:.4g}, "
+                f"epsilon spent {row['epsilon_spent']:.4g} (delta {DELTA:g})"
+            )
+    print(
+        "ratio <= 1.10 (1.15) counts as within 10% (15%); RMSE and LL in the target's "
+        "original units, mean ± standard error over splits (median: median RMSE over "
+        "splits); mean-pred: RMSE of predicting the training mean on the same splits; the "
+        "ratio is of means; B = expected batch size; fit s = mean seconds per fit."
+    )
+
+
+# ----------------------------------------------------------------------------
+# Sections
+# ----------------------------------------------------------------------------
+
+
+def section_linear(args):
+    print("== linear: non-private SEP against the exact conjugate posterior ==")
+    rng = np.random.RandomState(0)
+    n_samples, n_features, noise_std = 5000, 5, 0.5
+    X = (
+        rng.normal(size=(n_samples, n_features))
+        * rng.uniform(0.5, 2.0, size=n_features)
+        + 1.0
+    )
+    coef = rng.normal(size=n_features)
+    y = X @ coef + 0.5 + noise_std * rng.normal(size=n_samples)
+    print(
+        f"synthetic: n = {n_samples}, d = {n_features}, noise std {noise_std} "
+        "(noise_variance fixed to the truth), epsilon=inf, clip_norm=None"
+    )
+    print(
+        f"{'setting':<38}{'KL(SEP||exact)':>16}{'KL(exact||SEP)':>16}"
+        f"{'max |dmean|/sd':>16}{'prior prec.':>12}{'fit s':>8}"
+    )
+    for label, params in [
+        ("defaults", {}),
+        ("batch_size=100", {"batch_size": 100}),
+        ("prior_precision=1.0", {"prior_precision": 1.0}),
+        (
+            "prior_precision=1.0, batch_size=100",
+            {"prior_precision": 1.0, "batch_size": 100},
+        ),
+    ]:
+        estimator = DPSEPRegressor(
+            model="linear",
+            epsilon=INF,
+            clip_norm=None,
+            noise_variance=noise_std**2,
+            random_state=0,
+            **params,
+        )
+        start = time.perf_counter()
+        estimator.fit(X, y)
+        seconds = time.perf_counter() - start
+        # Exact posterior in the estimator's scaled units (prior N(0, I /
+        # prior_precision_) on weights and intercept, at the fitted prior
+        # precision when it is learned, noise variance scaled), then mapped to
+        # the original units by the same affine map.
+        X_scaled = (X - estimator.X_offset_) / estimator.X_scale_
+        y_scaled = (y - estimator.y_offset_) / estimator.y_scale_
+        rows = np.hstack([X_scaled, np.ones((n_samples, 1))])
+        noise_var = noise_std**2 / estimator.y_scale_**2
+        prior_precision = getattr(
+            estimator, "prior_precision_", estimator.prior_precision
+        )
+        precision = prior_precision * np.eye(n_features + 1) + rows.T @ rows / noise_var
+        covariance = np.linalg.inv(precision)
+        mean = covariance @ (rows.T @ y_scaled) / noise_var
+        transform = np.zeros((n_features + 1, n_features + 1))
+        transform[:n_features, :n_features] = np.diag(
+            estimator.y_scale_ / estimator.X_scale_
+        )
+        transform[n_features, :n_features] = (
+            -estimator.y_scale_ * estimator.X_offset_ / estimator.X_scale_
+        )
+        transform[n_features, n_features] = estimator.y_scale_
+        exact_mean = transform @ mean
+        exact_mean[-1] += estimator.y_offset_
+        exact_cov = transform @ covariance @ transform.T
+        sep_mean = np.append(estimator.coef_, estimator.intercept_)
+        sep_cov = estimator.coef_covariance_
+        forward = gaussian_kl(sep_mean, sep_cov, exact_mean, exact_cov)
+        backward = gaussian_kl(exact_mean, exact_cov, sep_mean, sep_cov)
+        shift = np.max(np.abs(sep_mean - exact_mean) / np.sqrt(np.diag(exact_cov)))
+        print(
+            f"{label:<38}{forward:>16.3g}{backward:>16.3g}{shift:>16.3g}"
+            f"{prior_precision:>12.4g}{seconds:>8.2f}"
+        )
+    defaults = DPSEPRegressor().get_params()
+    print(
+        "defaults: "
+        + ", ".join(
+            f"{key}={defaults[key]!r}"
+            for key in [
+                "damping",
+                "max_iter",
+                "batch_size",
+                "averaging_fraction",
+                "prior_precision",
+            ]
+        )
+        + "; 'max |dmean|/sd' is the largest difference of posterior means in exact "
+        "posterior standard deviations; the exact posterior uses the fitted "
+        "prior_precision_ when it is learned ('auto')"
+    )
+    print()
+
+
+def section_mlp(args, names):
+    print(f"== mlp: non-private network SEP, {args.n_splits} random 90/10 splits ==")
+    results = run_uci(names, args, private=False)
+    print_uci_table(
+        results,
+        "Non-private (epsilon=inf, clip_norm=None), standardized with training statistics",
+    )
+    print()
+    return results
+
+
+def section_private(args, names, reference):
+    print(
+        f"== private: epsilon=1, delta={DELTA:g}, clip_norm=1.0, bounds from the whole "
+        f"file widened by {BOUNDS_WIDENING:.0%} =="
+    )
+    print(
+        "  (the bounds stand in for public domain knowledge of the feature ranges; they "
+        "are read from the data here, so the guarantee does not cover them)"
+    )
+    missing = [name for name in names if reference is None or name not in reference]
+    if missing:
+        print(f"  running the non-private reference for {missing}")
+        reference = {**(reference or {}), **run_uci(missing, args, private=False)}
+    results = run_uci(names, args, private=True)
+    print_uci_table(
+        results,
+        "Private (epsilon=1, delta=1e-5, clip_norm=1.0, data-independent bounds)",
+        reference={name: reference[name] for name in names},
+    )
+    print()
+    return results
+
+
+def section_sweep(args):
+    print("== sweep: clip_norm at epsilon=1 on kin8nm, split 0 ==")
+    print(
+        "  (choosing clip_norm on data costs privacy that this epsilon does not count; "
+        "the sweep shows the sensitivity of the result to it)"
+    )
+    X, y = load_uci("kin8nm")
+    bounds_X, bounds_y = public_bounds(X), public_bounds(y)
+    train, test = split(len(y), 0)
+    print(
+        f"{'clip_norm':>10}{'RMSE':>10}{'LL':>10}{'sigma':>10}{'eps spent':>11}{'fit s':>8}"
+    )
+    for clip_norm in SWEEP_CLIP_NORMS:
+        estimator = DPSEPRegressor(
+            model="mlp",
+            hidden_units=50,
+            epsilon=1.0,
+            delta=DELTA,
+            clip_norm=clip_norm,
+            bounds_X=(bounds_X[0], bounds_X[1]),
+            bounds_y=(float(bounds_y[0]), float(bounds_y[1])),
+            max_iter=N_PASSES,
+            random_state=0,
+        )
+        row = fit_and_score(estimator, X, y, train, test)
+        print(
+            f"{clip_norm:>10g}{row['rmse']:>10.4g}{row['ll']:>10.4g}"
+            f"{row['noise_multiplier']:>10.4g}{row['epsilon_spent']:>11.4g}"
+            f"{row['seconds']:>8.1f}"
+        )
+    print()
+
+
+def median_seconds(make, X, y, repeats=3):
+    times = []
+    estimator = None
+    for _ in range(repeats):
+        estimator = make()
+        start = time.perf_counter()
+        estimator.fit(X, y)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), times, estimator
+
+
+def section_speed(args):
+    print("== speed: kin8nm, 50 hidden units, 40 passes, medians of 3 ==")
+    X, y = load_uci("kin8nm")
+    train, _ = split(len(y), 0)
+    X, y = X[train], y[train]
+    # MLPRegressor on standardized data (the SEP fit standardizes internally).
+    X_std = (X - X.mean(axis=0)) / X.std(axis=0)
+    y_std = (y - y.mean()) / y.std()
+    bounds_X, bounds_y = public_bounds(X), public_bounds(y)
+
+    start = time.perf_counter()
+    DPSEPRegressor(
+        model="mlp", epsilon=INF, clip_norm=None, max_iter=1, random_state=0
+    ).fit(X[:200], y[:200])
+    DPSEPRegressor(
+        model="mlp",
+        epsilon=1.0,
+        clip_norm=1.0,
+        max_iter=1,
+        random_state=0,
+        bounds_X=(bounds_X[0], bounds_X[1]),
+        bounds_y=(float(bounds_y[0]), float(bounds_y[1])),
+    ).fit(X[:200], y[:200])
+    print(
+        f"warm-up fits on 200 rows (numba compile or cache load, excluded below): "
+        f"{time.perf_counter() - start:.2f} s"
+    )
+    auto = DPSEPRegressor(model="mlp", epsilon=INF, clip_norm=None, max_iter=1).fit(
+        X, y
+    )
+    auto_batch = round(auto.sample_rate_ * X.shape[0])
+    print(
+        f"n_train = {X.shape[0]}; batch_size='auto' resolves to sample_rate_ * n_samples = "
+        f"{auto.sample_rate_ * X.shape[0]:.4g}"
+    )
+    print(
+        f"{'B':>5}{'SEP s/pass':>12}{'MLP s/epoch':>13}{'ratio':>8}   "
+        f"(SEP times; MLP times; MLP n_iter_)"
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        sep_seconds = {}
+        for batch in [auto_batch, 32] if auto_batch != 32 else [32]:
+            sep, sep_times, _ = median_seconds(
+                lambda batch=batch: DPSEPRegressor(
+                    model="mlp",
+                    hidden_units=50,
+                    epsilon=INF,
+                    clip_norm=None,
+                    batch_size=batch,
+                    max_iter=N_PASSES,
+                    random_state=0,
+                ),
+                X,
+                y,
+            )
+            sep_seconds[batch] = sep
+            mlp, mlp_times, mlp_fitted = median_seconds(
+                lambda batch=batch: MLPRegressor(
+                    hidden_layer_sizes=(50,),
+                    batch_size=batch,
+                    max_iter=N_PASSES,
+                    tol=0.0,
+                    n_iter_no_change=10**9,
+                    early_stopping=False,
+                    random_state=0,
+                ),
+                X_std,
+                y_std,
+            )
+            print(
+                f"{batch:>5}{sep / N_PASSES:>12.4g}{mlp / mlp_fitted.n_iter_:>13.4g}"
+                f"{(sep / N_PASSES) / (mlp / mlp_fitted.n_iter_):>8.3g}   "
+                f"({', '.join(f'{t:.2f}' for t in sep_times)}; "
+                f"{', '.join(f'{t:.2f}' for t in mlp_times)}; {mlp_fitted.n_iter_})"
+            )
+        private, private_times, _ = median_seconds(
+            lambda: DPSEPRegressor(
+                model="mlp",
+                hidden_units=50,
+                epsilon=1.0,
+                delta=DELTA,
+                clip_norm=1.0,
+                bounds_X=(bounds_X[0], bounds_X[1]),
+                bounds_y=(float(bounds_y[0]), float(bounds_y[1])),
+                batch_size=auto_batch,
+                max_iter=N_PASSES,
+                random_state=0,
+            ),
+            X,
+            y,
+        )
+    print(
+        f"private (epsilon=1, clip_norm=1, B={auto_batch}): {private / N_PASSES:.4g} s/pass "
+        f"({', '.join(f'{t:.2f}' for t in private_times)} s per fit); ratio to the "
+        f"non-private SEP pass: {private / sep_seconds[auto_batch]:.3g}"
+    )
+    print()
+
+
+# ----------------------------------------------------------------------------
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "sections", nargs="*", help="linear, mlp, private, sweep, speed (default: all)"
+    )
+    parser.add_argument(
+        "--datasets",
+        nargs="+",
+        choices=sorted(DATASETS),
+        default=None,
+        help="UCI sets of the mlp and private sections (default: all)",
+    )
+    parser.add_argument("--n-splits", type=int, default=5)
+    parser.add_argument(
+        "--protein-passes",
+        type=int,
+        default=N_PASSES,
+        help="passes on protein (the protocol's 40; its n_epochs file says 20)",
+    )
+    parser.add_argument(
+        "--save-json",
+        type=Path,
+        default=None,
+        help="write the per-split results of mlp/private to this file",
+    )
+    parser.add_argument(
+        "--reference-json",
+        type=Path,
+        default=None,
+        help="non-private results (from mlp --save-json) for the private ratios",
+    )
+    parser.add_argument(
+        "--tables-from-json",
+        type=Path,
+        default=None,
+        help="print the tables of a file written by --save-json and exit",
+    )
+    parser.add_argument(
+        "--numba-threads",
+        type=int,
+        default=1,
+        help="numba threads of the kernels (BLAS is limited to one thread)",
+    )
+    args = parser.parse_args(argv)
+    all_sections = ["linear", "mlp", "private", "sweep", "speed"]
+    unknown = set(args.sections) - set(all_sections)
+    if unknown:
+        parser.error(f"unknown sections {sorted(unknown)}; choose from {all_sections}")
+    sections = args.sections or all_sections
+    if args.tables_from_json is not None:
+        saved = json.loads(args.tables_from_json.read_text())
+        reference = saved.get("mlp")
+        if args.reference_json is not None:
+            reference = json.loads(args.reference_json.read_text())["mlp"]
+        if "mlp" in saved:
+            print_uci_table(saved["mlp"], "Non-private (epsilon=inf, clip_norm=None)")
+        if "private" in saved:
+            print_uci_table(
+                saved["private"],
+                "Private (epsilon=1, delta=1e-5, clip_norm=1.0, data-independent bounds)",
+                reference=reference,
+            )
+        return
+    names = args.datasets or list(DATASETS)
+
+    import numba
+
+    numba.set_num_threads(min(args.numba_threads, numba.config.NUMBA_NUM_THREADS))
+    print(
+        f"threads: numba {numba.get_num_threads()}, BLAS 1 (threadpoolctl); "
+        f"python {sys.version.split()[0]}, numpy {np.__version__}"
+    )
+    uci_sections = {"mlp", "private", "sweep", "speed"} & set(sections)
+    if uci_sections and not UCI.exists():
+        print(f"{UCI} not found: skipping {sorted(uci_sections)}")
+        sections = [s for s in sections if s not in uci_sections]
+
+    saved = {}
+    reference = None
+    if args.reference_json is not None:
+        reference = json.loads(args.reference_json.read_text())["mlp"]
+    with threadpool_limits(limits=1, user_api="blas"):
+        for section in sections:
+            start = time.perf_counter()
+            if section == "linear":
+                section_linear(args)
+            elif section == "mlp":
+                saved["mlp"] = section_mlp(args, names)
+                reference = {**(reference or {}), **saved["mlp"]}
+            elif section == "private":
+                saved["private"] = section_private(args, names, reference)
+            elif section == "sweep":
+                section_sweep(args)
+            elif section == "speed":
+                section_speed(args)
+            print(f"[{section}: {time.perf_counter() - start:.1f} s]\n", flush=True)
+            if args.save_json is not None and saved:
+                args.save_json.write_text(json.dumps(saved, indent=1))
+
+
+if __name__ == "__main__":
+    main()
