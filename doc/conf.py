@@ -64,6 +64,10 @@ SKLEARN_LABELS = {
         "modules/model_evaluation.html#accuracy-score",
         "Accuracy score",
     ),
+    "r2_score": (
+        "modules/model_evaluation.html#r2-score",
+        "R² score, the coefficient of determination",
+    ),
     "df_output_transform": (
         "developers/develop.html#df-output-transform",
         "Developer API for set_output",
