@@ -3,7 +3,8 @@
 Usage::
 
     python benchmarks/bench_poisson_mf.py [--n-burn-in 1000] [--n-kept 500]
-        [--skip-recovery] [--skip-speed] [--skip-real] [--real-rows 3000]
+        [--repeats 5] [--default-malloc] [--skip-recovery] [--skip-mcmc]
+        [--skip-speed] [--skip-real] [--real-rows 3000]
         [--real-words 1000]
 
 1. Recovery on a synthetic 1000 x 1000 rank-50 matrix, theta and phi ~
@@ -13,10 +14,23 @@ Usage::
    non-private CAVI on the clean counts.
 2. Speed on the same matrix, in this process, against scikit-learn's
    NMF(beta_loss="kullback-leibler", solver="mu") on the clipped matrix:
-   median seconds per iteration over repeats (sweeps 10 to 30 of a fit from
-   a random start; NMF iterations 5 to 25), and the ratios. numba
+   seconds per iteration (sweeps 10 to 30 of a fit from a random start; NMF
+   iterations 5 to 25), the methods taken in turn within each repeat, in an
+   order rotated from one repeat to the next, and the medians over repeats
+   of the times and of the ratios to NMF in the same repeat. NMF is timed
+   with 2 BLAS threads and with 1 and the faster is the reference. numba
    compilation is timed separately (the kernels are compiled into a fresh
    cache directory first).
+
+   glibc's malloc serves blocks above its mmap threshold (128 KiB at start,
+   raised to the size of a freed mmapped block, up to 32 MiB) with fresh
+   pages and returns heap tops above the trim threshold to the system, so
+   NMF's 8 MB temporaries cost about 2,600 page faults (zero-filled pages)
+   per iteration until something in the process has freed a large enough
+   mmapped block: its time per iteration halves after an unrelated large
+   allocation. The thresholds are therefore fixed here (mallopt) before
+   anything is timed, for all methods alike; the page faults per iteration
+   are printed with the times.
 3. Real data (../shared/data/sotu and kos, skipped when absent): held-out
    (10% of rows) clean log-likelihood per entry of private CAVI against the
    naive model at epsilon/N in {1, 2, 5}, and empirical Bayes against fixed
@@ -24,10 +38,25 @@ Usage::
 """
 
 import argparse
+import ctypes
 import os
+import resource
 import sys
 import tempfile
 import time
+
+
+def fix_malloc_thresholds():
+    """Stop glibc adapting its mmap and trim thresholds during the run
+    (see 2. above); returns whether it could."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return False
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    return bool(libc.mallopt(m_mmap_threshold, 32 * 2**20)
+                and libc.mallopt(m_trim_threshold, 256 * 2**20))
+
 
 # compile into an empty cache so the compile time measured is the real one
 os.environ.setdefault("NUMBA_CACHE_DIR", tempfile.mkdtemp(prefix="skprivfact-numba-"))
@@ -39,7 +68,7 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 from sklearn.decomposition import NMF
-from threadpoolctl import threadpool_info
+from threadpoolctl import threadpool_info, threadpool_limits
 
 from skprivfact.datasets import make_poisson_factorization
 from skprivfact.mechanisms import two_sided_geometric
@@ -68,18 +97,44 @@ def compile_kernels():
     return time.perf_counter() - start
 
 
-def median_seconds_per_iteration(run, n_short, n_long, repeats):
-    """Median over repeats of (time(n_long) - time(n_short)) / (n_long - n_short)."""
-    values = []
-    for _ in range(repeats):
+def seconds_per_iteration(run, n_short, n_long):
+    """(time(n_long) - time(n_short)) / (n_long - n_short), and the minor
+    page faults per iteration over the same difference."""
+    faults = []
+    seconds = []
+    for n_iter in (n_short, n_long):
+        faults_before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         start = time.perf_counter()
-        run(n_short)
-        short = time.perf_counter() - start
-        start = time.perf_counter()
-        run(n_long)
-        long = time.perf_counter() - start
-        values.append((long - short) / (n_long - n_short))
-    return float(np.median(values))
+        run(n_iter)
+        seconds.append(time.perf_counter() - start)
+        faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults_before)
+    n_diff = n_long - n_short
+    return (seconds[1] - seconds[0]) / n_diff, (faults[1] - faults[0]) / n_diff
+
+
+def timing_table(methods, repeats):
+    """Per method: median seconds per iteration, median ratio to the
+    reference (the fastest of the methods named "NMF...") in the same repeat,
+    median page faults per iteration. ``methods`` maps a name to
+    (run, n_short, n_long)."""
+    names = list(methods)
+    per_repeat = []
+    for repeat in range(repeats):
+        shift = repeat % len(names)
+        order = names[shift:] + names[:shift]
+        per_repeat.append({name: seconds_per_iteration(*methods[name]) for name in order})
+    table = {}
+    for name in names:
+        ratios = []
+        for timings in per_repeat:
+            reference = min(t[0] for n, t in timings.items() if n.startswith("NMF"))
+            ratios.append(timings[name][0] / reference)
+        table[name] = (
+            float(np.median([t[name][0] for t in per_repeat])),
+            float(np.median(ratios)),
+            float(np.median([t[name][1] for t in per_repeat])),
+        )
+    return table
 
 
 def recovery_and_speed(args):
@@ -124,34 +179,36 @@ def recovery_and_speed(args):
             NMF(n_components, beta_loss="kullback-leibler", solver="mu", init="random",
                 max_iter=n_iter, tol=0.0, random_state=0).fit(clipped)
 
+        def nmf_one_blas_thread(n_iter):
+            with threadpool_limits(limits=1, user_api="blas"):
+                nmf(n_iter)
+
         import warnings
 
         from sklearn.exceptions import ConvergenceWarning
         warnings.simplefilter("ignore", ConvergenceWarning)
         blas = ", ".join(f"{i['internal_api']}:{i['num_threads']}" for i in threadpool_info())
-        print(f"threads: numba {numba.get_num_threads()}, BLAS {blas}")
-        # One untimed run of each first: the first fit in a process pays for
-        # fresh pages of its large temporaries (about twice NMF's later
-        # per-iteration time), so whichever method ran first would be slowed.
-        for run in (nmf, cavi, cavi_mode, mcmc):
+        print(f"threads: numba {numba.get_num_threads()}, BLAS {blas}; malloc thresholds "
+              f"fixed: {args.malloc_fixed}")
+        # untimed runs first: compiled code, thread pools and heap all warm
+        for run in (nmf, nmf_one_blas_thread, cavi, cavi_mode, mcmc):
             run(3)
-        nmf_s = median_seconds_per_iteration(nmf, 5, 25, args.repeats)
         # sweeps 10 to 30: past the first sweeps from the random start, whose
         # dense rates and large Bessel parameters are not typical of a fit
-        cavi_s = median_seconds_per_iteration(cavi, 10, 30, args.repeats)
-        cavi_mode_s = median_seconds_per_iteration(cavi_mode, 10, 30, args.repeats)
-        mcmc_s = median_seconds_per_iteration(mcmc, 10, 30, args.repeats)
-        cavi_obj_s = median_seconds_per_iteration(cavi_with_objective, 10, 30, args.repeats)
-        cavi_mode_obj_s = median_seconds_per_iteration(
-            lambda n_iter: cavi_with_objective(n_iter, "mode"), 10, 30, args.repeats)
-        print(f"seconds per iteration (median of {args.repeats}): NMF(KL, mu) {nmf_s:.4f}, "
-              f"CAVI (Bessel mean) {cavi_s:.4f} ({cavi_s / nmf_s:.2f}x NMF), "
-              f"CAVI (Bessel mode) {cavi_mode_s:.4f} ({cavi_mode_s / nmf_s:.2f}x NMF), "
-              f"MCMC {mcmc_s:.4f} ({mcmc_s / nmf_s:.2f}x NMF)", flush=True)
-        print(f"with the objective every 5 sweeps (estimator default): "
-              f"CAVI (Bessel mean) {cavi_obj_s:.4f} ({cavi_obj_s / nmf_s:.2f}x NMF), "
-              f"CAVI (Bessel mode) {cavi_mode_obj_s:.4f} "
-              f"({cavi_mode_obj_s / nmf_s:.2f}x NMF)", flush=True)
+        methods = {
+            "NMF(KL, mu), BLAS threads as started": (nmf, 5, 25),
+            "NMF(KL, mu), 1 BLAS thread": (nmf_one_blas_thread, 5, 25),
+            "CAVI (Bessel mean)": (cavi, 10, 30),
+            "CAVI (Bessel mode)": (cavi_mode, 10, 30),
+            "CAVI (Bessel mean), objective every 5 sweeps": (cavi_with_objective, 10, 30),
+            "MCMC": (mcmc, 10, 30),
+        }
+        table = timing_table(methods, args.repeats)
+        print(f"seconds per iteration, medians of {args.repeats} repeats "
+              f"(ratio: to the faster NMF in the same repeat)")
+        for name, (seconds, ratio, faults) in table.items():
+            print(f"  {name:46s} {seconds:8.4f} s  {ratio:6.2f}x  "
+                  f"{faults:7.0f} page faults/iteration", flush=True)
     if args.skip_recovery:
         return
     rows = []
@@ -246,7 +303,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n-burn-in", type=int, default=1000)
     parser.add_argument("--n-kept", type=int, default=500)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--default-malloc", action="store_true",
+                        help="leave glibc's adaptive malloc thresholds on")
     parser.add_argument("--skip-recovery", action="store_true")
     parser.add_argument("--skip-mcmc", action="store_true")
     parser.add_argument("--skip-speed", action="store_true")
@@ -254,6 +313,7 @@ def main():
     parser.add_argument("--real-rows", type=int, default=3000)
     parser.add_argument("--real-words", type=int, default=1000)
     args = parser.parse_args()
+    args.malloc_fixed = not args.default_malloc and fix_malloc_thresholds()
     print(f"numba compilation (empty cache): {compile_kernels():.1f} s")
     if not (args.skip_recovery and args.skip_speed):
         recovery_and_speed(args)

@@ -6,7 +6,7 @@ absolute relative change of the objective.
 
 q(theta_dk) = Gamma(theta_shape, theta_rate), q(phi_kv) = Gamma(phi_shape,
 phi_rate) and, with noise, q(lambda+-_dv) = Gamma(shape, rate 1/alpha). The
-per-entry work is one fused numba pass; everything that is a matrix product
+per-entry work is one fused numba kernel; everything that is a matrix product
 goes to BLAS.
 """
 
@@ -14,10 +14,11 @@ import functools
 import math
 import time
 
+import numba
 import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
-from scipy.special import gammaln, psi
+from scipy.special import gammaln
 from threadpoolctl import threadpool_limits
 
 from ._bessel import bessel_mean, bessel_mode
@@ -52,70 +53,107 @@ EB_WARM_UP_SWEEPS = 20
 _TINY = 1e-300
 
 
-@njit(cache=True)
-def digamma(x):
-    """psi(x) for x > 0: recurrence up to 6, then the asymptotic series."""
-    result = 0.0
-    while x < 6.0:
-        result -= 1.0 / x
-        x += 1.0
-    inv = 1.0 / x
-    inv2 = inv * inv
-    return result + (
-        math.log(x)
-        - 0.5 * inv
-        - inv2
-        * (1.0 / 12
-           - inv2 * (1.0 / 120 - inv2 * (1.0 / 252 - inv2 * (1.0 / 240 - inv2 / 132))))
-    )
-
-
 def gamma_moments(shape, rate):
-    """(E[x], Var[x], G[x] = exp(E[log x])) of Gamma(shape, rate), elementwise."""
-    mean = shape / rate
-    return mean, mean / rate, np.maximum(np.exp(psi(shape)) / rate, _TINY)
+    """(E[x], Var[x], G[x] = exp(E[log x])) of Gamma(shape, rate), elementwise.
+
+    ``rate`` broadcasts against ``shape`` (2-d)."""
+    # contiguous: one compiled specialisation of the kernel for every caller
+    rate = np.ascontiguousarray(np.broadcast_to(rate, shape.shape))
+    shape = np.ascontiguousarray(shape)
+    mean, var, geo = (np.empty(shape.shape) for _ in range(3))
+    _gamma_moments(shape, rate, mean, var, geo)
+    return mean, var, geo
 
 
-@njit(cache=True)
-def exp_digamma(x):
-    """exp(psi(x)) for x > 0: the recurrence up to 6 taken two steps per
-    division, then x exp(asymptotic series) with no logarithm."""
-    shifted = x
-    recurrence = 0.0
-    while shifted < 5.0:
-        # 1/y + 1/(y+1) with one division
-        recurrence += (2.0 * shifted + 1.0) / (shifted * (shifted + 1.0))
-        shifted += 2.0
-    if shifted < 6.0:
-        recurrence += 1.0 / shifted
-        shifted += 1.0
-    inv = 1.0 / shifted
+# The noisy sweep below works on one row at a time in passes over the row,
+# each a loop without branches over the columns that the compiler turns into
+# SIMD code; the per-entry alternative (one entry through all the steps, with
+# the data-dependent loops of digamma and the Bessel series) runs scalar.
+
+# The Bessel series is summed in SIMD for nu up to this and for mode 0; the
+# rest (rare) goes to the scalar bessel_mean. Below these bounds and
+# _SERIES_MAX_TERMS terms its unscaled sums stay below 1e210.
+_SERIES_MAX_NU = 1e4
+_SERIES_MAX_TERMS = 40
+# Terms below this fraction of the sum are dropped (as in _bessel).
+_TAIL_CUTOFF = 1e-20
+
+
+# exp(x) without a libm call, so that the loops using it compile to SIMD code:
+# x = n log 2 + r with |r| <= log(2) / 2, 2^n from a table and e^r from its
+# Taylor polynomial to degree 13 (remainder below 5e-18); within an ulp or
+# two of math.exp, for x in [-745, 709] (0 below, inf above, NaN for NaN).
+_POW2 = np.ldexp(1.0, np.arange(-1074, 1024))
+_LN2_HI = 0.6931471803691238
+_LN2_LO = 1.9082149292705877e-10
+
+
+@njit(cache=True, inline="always")
+def _simd_exp(x):
+    # comparisons false for NaN: the table index stays in range
+    clamped = x if x > -745.5 else -745.5  # noqa: FURB136 (max keeps NaN)
+    clamped = clamped if clamped < 709.8 else 709.8  # noqa: FURB136
+    n = math.floor(clamped * (1.0 / math.log(2.0)) + 0.5)
+    r = (clamped - n * _LN2_HI) - n * _LN2_LO
+    poly = 1.0 + r * (1.0 + r * (1.0 / 2 + r * (1.0 / 6 + r * (1.0 / 24 + r * (
+        1.0 / 120 + r * (1.0 / 720 + r * (1.0 / 5040 + r * (1.0 / 40320 + r * (
+            1.0 / 362880 + r * (1.0 / 3628800 + r * (1.0 / 39916800 + r * (
+                1.0 / 479001600 + r / 6227020800.0))))))))))))
+    # two table factors keep 2^n and the product finite near both ends
+    half = n // 2
+    result = poly * _POW2[int(half) + 1074] * _POW2[int(n - half) + 1074]
+    return result if x <= 709.8 else (math.inf if x > 709.8 else x)
+
+
+@njit(cache=True, inline="always")
+def _log_exp_digamma(x):
+    """(y, s) with exp(psi(x)) = y exp(s), for x > 0, without branches.
+
+    psi(x) = psi(x + 6) - sum_{i<6} 1/(x + i) for x < 8, the six reciprocals
+    taken as one fraction and the asymptotic series at y = x + 6 sharing its
+    division; s excludes log y so that no logarithm is needed.
+    """
+    small = x < 8.0
+    x1 = x + 1.0
+    x2 = x + 2.0
+    x3 = x + 3.0
+    x4 = x + 4.0
+    x5 = x + 5.0
+    p01 = x * x1
+    p23 = x2 * x3
+    p45 = x4 * x5
+    numerator = (x + x1) * p23 * p45 + (x2 + x3) * p01 * p45 + (x4 + x5) * p01 * p23
+    denominator = p01 * p23 * p45
+    y = x + 6.0 if small else x
+    inv_both = 1.0 / (denominator * y if small else y)
+    recurrence = numerator * y * inv_both if small else 0.0
+    inv = denominator * inv_both if small else inv_both
     inv2 = inv * inv
-    return shifted * math.exp(
-        -recurrence
-        - 0.5 * inv
-        - inv2
-        * (1.0 / 12
-           - inv2 * (1.0 / 120 - inv2 * (1.0 / 252 - inv2 * (1.0 / 240 - inv2 / 132))))
+    # asymptotic series to y^-14: truncation below 2e-15 for y >= 8 (2e-13 at
+    # y = 6, reached only for x < 1)
+    series = -recurrence - 0.5 * inv - inv2 * (
+        1.0 / 12
+        - inv2 * (1.0 / 120 - inv2 * (1.0 / 252 - inv2 * (1.0 / 240 - inv2 * (
+            1.0 / 132 - inv2 * (691.0 / 32760 - inv2 / 12)))))
     )
+    return y, series
 
 
-# exp(psi(1 + n)) for integer n: the shape of q(lambda-) is 1 + E[g-], an
-# integer after the first sweep, so a table saves a digamma per entry.
-_EXP_DIGAMMA_INT = np.exp(psi(1.0 + np.arange(4096)))
-
-
+# serial: too little work for a parallel region's start and barrier
 @njit(cache=True)
-def _exp_digamma(shape, table):
-    whole = shape - 1.0
-    if whole >= 0.0 and whole < table.shape[0] and whole == math.floor(whole):
-        return table[int(whole)]
-    return exp_digamma(shape)
+def _gamma_moments(shape, rate, mean, var, geo):
+    for i in range(shape.shape[0]):
+        for j in range(shape.shape[1]):
+            inv_rate = 1.0 / rate[i, j]
+            y, series = _log_exp_digamma(shape[i, j])
+            mean[i, j] = shape[i, j] * inv_rate
+            var[i, j] = mean[i, j] * inv_rate
+            geo[i, j] = max(y * math.exp(series) * inv_rate, _TINY)
 
 
 @njit(cache=True, parallel=True)
 def _private_entry_update(noisy, mean_mu, var_mu, geo_mu, pos_shape, neg_shape, alpha,
-                          exp_digamma_table, use_mean):
+                          use_mean, scratch):
     """The per-entry CAVI updates, fused and in place.
 
     Noise rates, G[lambda+ + mu] by the delta method, the Bessel step with
@@ -124,32 +162,81 @@ def _private_entry_update(noisy, mean_mu, var_mu, geo_mu, pos_shape, neg_shape, 
     smaller m of y+ and g-, the exact CAVI expectation; otherwise its mode,
     the cheaper approximation of Schofield et al. On return ``mean_mu`` holds
     the sub-count ratio R = E[y+] / (G[lambda+] + sum_k G[theta] G[phi]) and
-    the two noise shapes hold 1 + E[g+-]. Returns
-    nothing else: the row and column sums of the sub-counts are matrix
-    products of R, done by the caller.
+    the two noise shapes hold 1 + E[g+-]. Returns nothing else: the row and
+    column sums of the sub-counts are matrix products of R, done by the
+    caller. ``scratch`` is (NUMBA_NUM_THREADS, 6, n_cols) of row buffers per
+    thread; every row's arithmetic is fixed, whichever thread does it.
     """
     n_rows, n_cols = noisy.shape
     for d in prange(n_rows):
+        buffers = scratch[numba.get_thread_id()]
+        geo_pos_row = buffers[0]
+        half_a_sq_row = buffers[1]
+        nu_row = buffers[2]
+        smaller_row = buffers[3]
+        first_row = buffers[4]
+        term_row = buffers[5]
         for v in range(n_cols):
             shape_pos = pos_shape[d, v]
-            shape_neg = neg_shape[d, v]
-            geo_pos = alpha * exp_digamma(shape_pos)
-            geo_neg = alpha * _exp_digamma(shape_neg, exp_digamma_table)
+            y_pos, series_pos = _log_exp_digamma(shape_pos)
+            geo_pos_row[v] = alpha * y_pos * _simd_exp(series_pos)
+            y_neg, series_neg = _log_exp_digamma(neg_shape[d, v])
             # delta method for G[lambda+ + mu]
             mean_x = alpha * shape_pos + mean_mu[d, v]
             var_x = alpha * alpha * shape_pos + var_mu[d, v]
-            geo_x = mean_x * math.exp(-0.5 * var_x / (mean_x * mean_x))
+            # (a/2)^2 = G[lambda-] G[lambda+ + mu]: one exp for both factors
+            half_a_sq_row[v] = alpha * y_neg * mean_x * _simd_exp(
+                series_neg - 0.5 * var_x / (mean_x * mean_x)
+            )
+            nu_row[v] = abs(noisy[d, v])
+        if use_mean:
+            for v in range(n_cols):
+                smaller_row[v] = 1.0
+                first_row[v] = 0.0
+                in_range = (half_a_sq_row[v] < nu_row[v] + 1.0
+                            and nu_row[v] <= _SERIES_MAX_NU)
+                # entries left to the scalar path start (and stay) converged
+                term_row[v] = 1.0 if in_range else 0.0
+            for m in range(_SERIES_MAX_TERMS):
+                step = m + 1.0
+                n_pending = 0
+                for v in range(n_cols):
+                    # the sums of the terms h^j / prod_{i<j} (i + 1)(i + nu + 1),
+                    # h = (a/2)^2, over their common denominator: no division
+                    # per term, one at the end
+                    common = step * (step + nu_row[v])
+                    term = term_row[v] * half_a_sq_row[v]
+                    smaller_row[v] = smaller_row[v] * common + term
+                    first_row[v] = first_row[v] * common + step * term
+                    term_row[v] = term
+                    n_pending += term >= _TAIL_CUTOFF * smaller_row[v]
+                if n_pending == 0:
+                    break
+            for v in range(n_cols):
+                half_a_sq = half_a_sq_row[v]
+                nu = nu_row[v]
+                if (half_a_sq < nu + 1.0 and nu <= _SERIES_MAX_NU
+                        and term_row[v] < _TAIL_CUTOFF * smaller_row[v]):
+                    smaller_row[v] = first_row[v] / smaller_row[v]
+                else:
+                    smaller_row[v] = bessel_mean(nu, 2.0 * math.sqrt(half_a_sq))
+        else:
+            for v in range(n_cols):
+                half_a_sq = half_a_sq_row[v]
+                nu = nu_row[v]
+                # mode 0 exactly when (a/2)^2 < nu + 1
+                smaller_row[v] = (
+                    0.0 if half_a_sq < nu + 1.0
+                    else bessel_mode(nu, 2.0 * math.sqrt(half_a_sq))
+                )
+        for v in range(n_cols):
             count = noisy[d, v]
-            nu = abs(count)
-            a = 2.0 * math.sqrt(geo_neg * geo_x)
-            smaller = bessel_mean(nu, a) if use_mean else bessel_mode(nu, a)
-            expected_pos = smaller + max(count, 0.0)
-            expected_neg = smaller + max(-count, 0.0)
-            denominator = geo_pos + geo_mu[d, v]
-            ratio = expected_pos / denominator
+            smaller = smaller_row[v]
+            geo_pos = geo_pos_row[v]
+            ratio = (smaller + max(count, 0.0)) / (geo_pos + geo_mu[d, v])
             mean_mu[d, v] = ratio
             pos_shape[d, v] = 1.0 + ratio * geo_pos
-            neg_shape[d, v] = 1.0 + expected_neg
+            neg_shape[d, v] = 1.0 + smaller + max(-count, 0.0)
 
 
 @njit(cache=True, parallel=True)
@@ -172,8 +259,9 @@ def _sub_count_totals(X, alpha, theta_shape, theta_rate, phi_shape, phi_rate,
     ``need_columns``, per component and column (K, n_cols).
 
     ``workspace`` (a dict, filled on first use) keeps the three dense
-    (n_rows, n_cols) buffers of the noisy sweep from one call to the next:
-    fresh arrays of that size cost a page fault per page every sweep."""
+    (n_rows, n_cols) buffers of the noisy sweep and the kernel's per-thread
+    row buffers from one call to the next: fresh arrays of that size cost a
+    page fault per page every sweep."""
     theta_mean, theta_var, theta_geo = gamma_moments(theta_shape, theta_rate)
     phi_mean, phi_var, phi_geo = gamma_moments(phi_shape, phi_rate)
     if alpha is None:
@@ -191,6 +279,7 @@ def _sub_count_totals(X, alpha, theta_shape, theta_rate, phi_shape, phi_rate,
     if "mean_mu" not in workspace:
         for name in ("mean_mu", "var_mu", "geo_mu"):
             workspace[name] = np.empty(X.shape)
+        workspace["rows"] = np.empty((numba.config.NUMBA_NUM_THREADS, 6, X.shape[1]))
     mean_mu = np.matmul(theta_mean, phi_mean, out=workspace["mean_mu"])
     # Var[sum_k theta phi] = Var_t @ (Var_p + E_p^2) + E_t^2 @ Var_p: one product
     # with the blocks stacked along K.
@@ -201,7 +290,7 @@ def _sub_count_totals(X, alpha, theta_shape, theta_rate, phi_shape, phi_rate,
     )
     geo_mu = np.matmul(theta_geo, phi_geo, out=workspace["geo_mu"])
     _private_entry_update(X, mean_mu, var_mu, geo_mu, pos_shape, neg_shape, alpha,
-                          _EXP_DIGAMMA_INT, use_mean)
+                          use_mean, workspace["rows"])
     ratio = mean_mu
     row_totals = theta_geo * (ratio @ phi_geo.T)
     col_totals = phi_geo * (theta_geo.T @ ratio) if need_columns else None
