@@ -35,6 +35,7 @@ from threadpoolctl import threadpool_limits
 
 from skprivfact.datasets import load_adult
 from skprivfact.logistic import DPBayesLogReg
+from skprivfact.utils._testing import gaussian_kl
 
 ADULT = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "adult"
 INF = float("inf")
@@ -51,18 +52,6 @@ def make_problem(n_samples, n_features, *, scale=3.0, seed=0):
     weights = scale * rng.normal(size=n_features)
     y = (rng.uniform(size=n_samples) < special.expit(X @ weights)).astype(int)
     return X, y
-
-
-def gaussian_kl(mean_p, cov_p, mean_q, cov_q):
-    inv_q = np.linalg.inv(cov_q)
-    diff = mean_q - mean_p
-    return 0.5 * (
-        np.trace(inv_q @ cov_p)
-        + diff @ inv_q @ diff
-        - mean_p.size
-        + np.linalg.slogdet(cov_q)[1]
-        - np.linalg.slogdet(cov_p)[1]
-    )
 
 
 def negative_log_posterior(w, X, y):

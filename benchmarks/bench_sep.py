@@ -50,6 +50,7 @@ from sklearn.neural_network import MLPRegressor
 from threadpoolctl import threadpool_limits
 
 from skprivfact.sep import DPSEPRegressor
+from skprivfact.utils._testing import gaussian_kl
 
 UCI = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "uci"
 INF = float("inf")
@@ -119,19 +120,6 @@ def mean_se(values):
 
 def fmt(mean, se, digits=4):
     return f"{mean:.{digits}g} ± {se:.2g}"
-
-
-def gaussian_kl(mean_p, cov_p, mean_q, cov_q):
-    """KL(N(mean_p, cov_p) || N(mean_q, cov_q))."""
-    inv_q = np.linalg.inv(cov_q)
-    diff = mean_q - mean_p
-    return 0.5 * (
-        np.trace(inv_q @ cov_p)
-        + diff @ inv_q @ diff
-        - mean_p.size
-        + np.linalg.slogdet(cov_q)[1]
-        - np.linalg.slogdet(cov_p)[1]
-    )
 
 
 def passes_for(name, args):

@@ -56,9 +56,13 @@ def _relu_moments(mean, variance):
 
 
 @njit(cache=True, nogil=True)
-def _forward(x, weight_mean, weight_var, n_hidden, pre_mean, pre_var, hid_mean, hid_var,
-             cdf, pdf, pre_std):
-    """Moments of every activation of one row; returns (m_z, v_z)."""
+def _forward(x, weight_mean, weight_var, n_hidden, hid_mean, hid_var, cdf, pdf, pre_std):
+    """Moments of every activation of one row; returns (m_z, v_z).
+
+    Fills, per hidden unit, the mean and variance of its output and, for the
+    backward pass, Phi and phi at its pre-activation's standardized mean and
+    the pre-activation's standard deviation.
+    """
     n_inputs = x.shape[0]
     row_len = n_inputs + 1
     input_scale = 1.0 / math.sqrt(row_len)
@@ -75,8 +79,6 @@ def _forward(x, weight_mean, weight_var, n_hidden, pre_mean, pre_var, hid_mean, 
             var += weight_var[base + j] * x[j] * x[j]
         mean *= input_scale
         var *= input_scale * input_scale
-        pre_mean[k] = mean
-        pre_var[k] = var
         hm, hv, c, p, s = _relu_moments(mean, var)
         hid_mean[k] = hm
         hid_var[k] = hv
@@ -100,10 +102,10 @@ def mlp_predictive_moments(X, weight_mean, weight_var, n_hidden):
     means = np.empty(n_rows)
     variances = np.empty(n_rows)
     for i in prange(n_rows):
-        buffers = np.empty((7, n_hidden))
+        buffers = np.empty((5, n_hidden))
         m_z, v_z = _forward(
             X[i], weight_mean, weight_var, n_hidden, buffers[0], buffers[1],
-            buffers[2], buffers[3], buffers[4], buffers[5], buffers[6],
+            buffers[2], buffers[3], buffers[4],
         )
         means[i] = m_z
         variances[i] = v_z
@@ -191,15 +193,14 @@ def mlp_sites(X, y, weight_mean, weight_var, n_hidden, noise_shape, noise_rate,
     sites = np.zeros((n_rows, 2 * n_weights + 2))
     for i in range(n_rows):
         x = X[i]
-        buffers = np.empty((7, n_hidden))
-        hid_mean = buffers[2]
-        hid_var = buffers[3]
-        cdf = buffers[4]
-        pdf = buffers[5]
-        pre_std = buffers[6]
+        buffers = np.empty((5, n_hidden))
+        hid_mean = buffers[0]
+        hid_var = buffers[1]
+        cdf = buffers[2]
+        pdf = buffers[3]
+        pre_std = buffers[4]
         m_z, v_z = _forward(
-            x, weight_mean, weight_var, n_hidden, buffers[0], buffers[1], hid_mean,
-            hid_var, cdf, pdf, pre_std,
+            x, weight_mean, weight_var, n_hidden, hid_mean, hid_var, cdf, pdf, pre_std
         )
         total_var = v_z + used_noise_variance
         residual = y[i] - m_z

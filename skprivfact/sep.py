@@ -108,6 +108,11 @@ def _apply_scaling(values, offset, scale, box, name):
     return (values - offset) / scale
 
 
+def _noise_variance(fixed, shape, rate):
+    """The fixed noise variance, or the mean of 1 / precision under Gamma(shape, rate)."""
+    return fixed if fixed is not None else rate / (shape - 1.0)
+
+
 class _LinearModel:
     """Bayesian linear regression with a full-covariance Gaussian factor.
 
@@ -153,9 +158,7 @@ class _LinearModel:
         return covariance @ shift, covariance, shape, rate
 
     def noise_var(self, shape, rate):
-        if self.noise_variance is not None:
-            return self.noise_variance
-        return rate / (shape - 1.0)
+        return _noise_variance(self.noise_variance, shape, rate)
 
     def second_moment(self, theta):
         mean, covariance, _, _ = self.moments(theta)
@@ -246,9 +249,7 @@ class _NetworkModel:
         return mean, variance, theta[-2], theta[-1]
 
     def noise_var(self, shape, rate):
-        if self.noise_variance is not None:
-            return self.noise_variance
-        return rate / (shape - 1.0)
+        return _noise_variance(self.noise_variance, shape, rate)
 
     def second_moment(self, theta):
         mean, variance, _, _ = self.moments(theta)
@@ -759,12 +760,10 @@ class DPSEPRegressor(
         self.prior_precision_ = float(model.prior_precision)
         self._model = model
         self._posterior = model.prior() + n_samples * factor
-        if self.model == "linear":
-            mean, variance, shape, rate = model.moments(self._posterior)
-        else:
+        if self.model == "mlp":
             mean, variance, shape, rate = model.moments(self._posterior, self._posterior_noise)
-        if self.model == "linear":
-            covariance = variance
+        else:
+            mean, covariance, shape, rate = model.moments(self._posterior)
             variance = np.diag(covariance).copy()
             # y = y_offset + y_scale (w . (x - X_offset) / X_scale + b).
             transform = np.zeros((X.shape[1] + 1, X.shape[1] + 1))

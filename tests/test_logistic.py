@@ -26,6 +26,7 @@ from skprivfact.logistic import (
     _expected_sufficient_statistics,
     _log_expected_sigmoid,
 )
+from skprivfact.utils._testing import gaussian_kl
 
 INF = float("inf")
 
@@ -169,19 +170,6 @@ def laplace_approximation(X, y, prior_precision):
     p = special.expit(X @ result.x)
     hessian = (X.T * (p * (1 - p))) @ X + np.diag(prior_precision)
     return result.x, np.linalg.inv(hessian)
-
-
-def gaussian_kl(mean_p, cov_p, mean_q, cov_q):
-    d = mean_p.size
-    inv_q = np.linalg.inv(cov_q)
-    diff = mean_q - mean_p
-    return 0.5 * (
-        np.trace(inv_q @ cov_p)
-        + diff @ inv_q @ diff
-        - d
-        + np.linalg.slogdet(cov_q)[1]
-        - np.linalg.slogdet(cov_p)[1]
-    )
 
 
 @pytest.mark.parametrize("fit_intercept", [False, True])

@@ -19,6 +19,7 @@ from skprivfact._pbp_kernels import mlp_predictive_moments, mlp_sites, noise_sit
 from skprivfact.accounting import calibrate_noise_multiplier
 from skprivfact.exceptions import PrivacyLeakWarning
 from skprivfact.sep import DPSEPRegressor
+from skprivfact.utils._testing import gaussian_kl
 
 INF = float("inf")
 
@@ -58,20 +59,6 @@ def scaled_to_original(n_features, x_mid, x_half, y_half):
     transform[n_features, :n_features] = -y_half * x_mid / x_half
     transform[n_features, n_features] = y_half
     return transform
-
-
-def gaussian_kl(mean_p, cov_p, mean_q, cov_q):
-    """KL(N(mean_p, cov_p) || N(mean_q, cov_q))."""
-    dim = mean_p.size
-    cov_q_inv = np.linalg.inv(cov_q)
-    diff = mean_q - mean_p
-    return 0.5 * (
-        np.trace(cov_q_inv @ cov_p)
-        + diff @ cov_q_inv @ diff
-        - dim
-        + np.linalg.slogdet(cov_q)[1]
-        - np.linalg.slogdet(cov_p)[1]
-    )
 
 
 # 1. Linear model: exact conjugate posterior -----------------------------------
