@@ -2,15 +2,19 @@
 
 Run from the project root (with the package installed, or ``PYTHONPATH=.``)::
 
-    python benchmarks/bench_sep.py [linear] [mlp] [private] [sweep] [speed]
-        [--datasets kin8nm power-plant ...] [--n-splits 5] [--protein-passes 40]
+    python benchmarks/bench_sep.py [linear] [mlp] [private] [private-linear]
+        [sweep] [speed] [dpsgd]
+        [--datasets kin8nm power-plant ...] [--n-splits N] [--protein-passes 40]
         [--save-json PATH] [--reference-json PATH] [--numba-threads 1]
+        [--dpsgd-grid small|wide] [--dpsgd-splits 3]
 
 linear   non-private linear SEP (defaults, noise variance fixed to the truth)
          against the exact conjugate posterior on a synthetic problem (n = 5000,
          d = 5): KL divergence both ways; also with batch_size=100
 mlp      non-private network SEP (epsilon=inf, clip_norm=None) on the UCI sets,
-         random 90/10 splits, inputs and target standardized with the training
+         random 90/10 splits (by default as many as in probabilistic
+         backpropagation's protocol: 20, 5 for protein; ``--n-splits`` sets one
+         number for all), inputs and target standardized with the training
          split's statistics (the estimator's behaviour with bounds None): test
          RMSE and log-likelihood, against probabilistic backpropagation's
          published RMSE
@@ -18,7 +22,18 @@ private  epsilon = 1, delta = 1e-5, with bounds fixed before the splits (see
          below), against the non-private run on the same splits (taken from
          ``--reference-json``, a file written by ``mlp --save-json``, or run
          again)
+private-linear
+         linear SEP at epsilon = 1 on the sets with n >= 8000 (3 splits), with
+         the noise level inferred and with it given, against no privacy
 sweep    clip_norm in {0.3, 1, 3, 10} at epsilon = 1 on one split of kin8nm
+dpsgd    a reference for what epsilon = 1 costs a network of the same size
+         trained another way: DP-SGD (Poisson batches, per-example gradient
+         clipping, Gaussian noise calibrated with the same accountant, Adam) on
+         the sets with n >= 8000, same bounds as ``private``, the first
+         ``--dpsgd-splits`` splits; the best setting of a grid (``--dpsgd-grid``
+         small: batch 256, 40 epochs, 2 clipping norms x 3 learning rates; wide:
+         also batch 64-1024 and 5-100 epochs, 144 settings) is chosen on the
+         test splits, which favours the reference
 speed    seconds per pass on kin8nm (50 hidden units, 40 passes) against
          scikit-learn's MLPRegressor seconds per epoch at the same batch size,
          medians of 3 in this process
@@ -36,6 +51,7 @@ Without a section name every section runs. The UCI files are read from
 """
 
 import argparse
+import itertools
 import json
 import math
 import statistics
@@ -49,6 +65,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.neural_network import MLPRegressor
 from threadpoolctl import threadpool_limits
 
+from skprivfact.accounting import calibrate_noise_multiplier
 from skprivfact.sep import DPSEPRegressor
 from skprivfact.utils._testing import gaussian_kl
 
@@ -73,8 +90,23 @@ LARGE = {
     "protein-tertiary-structure",
 }
 N_PASSES = 40
+# Splits per set in probabilistic backpropagation's protocol (20; protein 5).
+PROTOCOL_SPLITS = {"protein-tertiary-structure": 5}
 BOUNDS_WIDENING = 0.05
 SWEEP_CLIP_NORMS = [0.3, 1.0, 3.0, 10.0]
+# DP-SGD settings (expected batch size, epochs, clipping norm, learning rate)
+DPSGD_GRIDS = {
+    "small": list(itertools.product([256], [40], [0.1, 1.0], [0.003, 0.01, 0.03])),
+    "wide": list(
+        itertools.product(
+            [64, 256, 1024],
+            [5, 20, 40, 100],
+            [0.03, 0.1, 1.0],
+            [0.001, 0.003, 0.01, 0.03],
+        )
+    ),
+}
+DPSGD_NO_NOISE = (256, 40, 1.0, 0.01)
 
 
 # ----------------------------------------------------------------------------
@@ -122,6 +154,12 @@ def fmt(mean, se, digits=4):
     return f"{mean:.{digits}g} ± {se:.2g}"
 
 
+def splits_for(name, args):
+    if args.n_splits is not None:
+        return args.n_splits
+    return PROTOCOL_SPLITS.get(name, 20)
+
+
 def passes_for(name, args):
     return args.protein_passes if name == "protein-tertiary-structure" else N_PASSES
 
@@ -163,7 +201,7 @@ def run_uci(names, args, private, clip_norm=1.0):
             bounds_X = (bounds_X[0], bounds_X[1])
             bounds_y = (float(bounds_y[0]), float(bounds_y[1]))
         rows = []
-        for seed in range(args.n_splits):
+        for seed in range(splits_for(name, args)):
             train, test = split(len(y), seed)
             if private:
                 estimator = DPSEPRegressor(
@@ -361,7 +399,8 @@ def section_linear(args):
 
 
 def section_mlp(args, names):
-    print(f"== mlp: non-private network SEP, {args.n_splits} random 90/10 splits ==")
+    splits = args.n_splits or "20 (protein 5)"
+    print(f"== mlp: non-private network SEP, {splits} random 90/10 splits ==")
     results = run_uci(names, args, private=False)
     print_uci_table(
         results,
@@ -424,6 +463,187 @@ def section_sweep(args):
             f"{row['noise_multiplier']:>10.4g}{row['epsilon_spent']:>11.4g}"
             f"{row['seconds']:>8.1f}"
         )
+    print()
+
+
+def dpsgd_mlp(X, y, n_hidden, epsilon, setting, seed):
+    """One-hidden-layer ReLU network trained with DP-SGD; returns a predictor.
+
+    Squared loss on targets already scaled to [-1, 1]; per-example gradients
+    clipped to ``clip_norm`` (all layers together), Gaussian noise of std
+    ``noise_multiplier * clip_norm`` on their sum, divided by the expected
+    batch size; Adam steps. ``epsilon=inf`` trains without clipping or noise.
+    ``setting`` is (expected batch size, epochs, clipping norm, learning rate).
+    """
+    batch_size, n_epochs, clip_norm, learning_rate = setting
+    rng = np.random.default_rng(seed)
+    n_samples, n_features = X.shape
+    sample_rate = min(1.0, batch_size / n_samples)
+    n_steps = round(n_epochs / sample_rate)
+    noise_multiplier = (
+        calibrate_noise_multiplier(
+            epsilon, DELTA, sample_rate=sample_rate, steps=n_steps
+        )
+        if math.isfinite(epsilon)
+        else 0.0
+    )
+    params = [
+        rng.normal(size=(n_features, n_hidden)) / math.sqrt(n_features),
+        np.zeros(n_hidden),
+        rng.normal(size=n_hidden) / math.sqrt(n_hidden),
+        np.zeros(1),
+    ]
+    first = [np.zeros_like(p) for p in params]
+    second = [np.zeros_like(p) for p in params]
+    for step in range(1, n_steps + 1):
+        batch = np.flatnonzero(rng.random(n_samples) < sample_rate)
+        x, target = X[batch], y[batch]
+        pre = x @ params[0] + params[1]
+        hidden = np.maximum(pre, 0.0)
+        residual = hidden @ params[2] + params[3][0] - target
+        back = residual[:, None] * params[2] * (pre > 0)
+        # per-example gradients of the input weights (batch, in, hidden), the
+        # hidden biases, the output weights and the output bias
+        per_example = [
+            x[:, :, None] * back[:, None, :],
+            back,
+            residual[:, None] * hidden,
+            residual[:, None],
+        ]
+        if noise_multiplier > 0:
+            norms = np.sqrt(
+                sum((g**2).reshape(len(batch), -1).sum(axis=1) for g in per_example)
+            )
+            keep = np.minimum(1.0, clip_norm / np.maximum(norms, 1e-12))
+            grads = [
+                (
+                    np.tensordot(keep, g, axes=1)
+                    + rng.normal(scale=noise_multiplier * clip_norm, size=g.shape[1:])
+                )
+                / batch_size
+                for g in per_example
+            ]
+        else:
+            grads = [g.sum(axis=0) / max(1, len(batch)) for g in per_example]
+        for p, g, m, v in zip(params, grads, first, second):
+            m *= 0.9
+            m += 0.1 * g
+            v *= 0.999
+            v += 0.001 * g**2
+            p -= (
+                learning_rate
+                * (m / (1 - 0.9**step))
+                / (np.sqrt(v / (1 - 0.999**step)) + 1e-8)
+            )
+
+    def predict(X_new):
+        return np.maximum(X_new @ params[0] + params[1], 0.0) @ params[2] + params[3][0]
+
+    return predict, noise_multiplier
+
+
+def section_dpsgd(args, names, reference):
+    names = [name for name in names if name in LARGE]
+    grid = DPSGD_GRIDS[args.dpsgd_grid]
+    print(
+        f"== dpsgd: DP-SGD reference at epsilon=1, delta={DELTA:g}, {args.dpsgd_grid} "
+        f"grid of {len(grid)} settings (batch, epochs, clip, learning rate), the best "
+        "chosen on the test splits =="
+    )
+    header = (
+        f"{'data set':<27}{'splits':>7}{'sigma':>7}  {'best setting':>22}"
+        f"{'DP-SGD RMSE':>13}{'no-noise':>10}{'SEP non-priv':>13}{'ratio':>7}"
+    )
+    print(header)
+    print("-" * len(header))
+    for name in names:
+        X, y = load_uci(name)
+        hidden, _ = DATASETS[name]
+        lower_X, upper_X = public_bounds(X)
+        lower_y, upper_y = public_bounds(y)
+        X_box = np.clip(2 * (X - lower_X) / (upper_X - lower_X) - 1, -1, 1)
+        y_box = 2 * (y - lower_y) / (upper_y - lower_y) - 1
+        n_splits = min(splits_for(name, args), args.dpsgd_splits)
+        runs = [(1.0, setting) for setting in grid] + [(INF, DPSGD_NO_NOISE)]
+        scores = {run: [] for run in runs}
+        sigmas = {}
+        for seed in range(n_splits):
+            train, test = split(len(y), seed)
+            for (epsilon, setting), rmses in scores.items():
+                predict, sigmas[setting] = dpsgd_mlp(
+                    X_box[train], y_box[train], hidden, epsilon, setting, seed
+                )
+                mean = (predict(X_box[test]) + 1) / 2 * (upper_y - lower_y) + lower_y
+                rmses.append(float(np.sqrt(np.mean((mean - y[test]) ** 2))))
+        best = min(grid, key=lambda setting: np.mean(scores[1.0, setting]))
+        best_rmse = float(np.mean(scores[1.0, best]))
+        sep = (
+            float(np.mean([r["rmse"] for r in reference[name]["rows"][:n_splits]]))
+            if reference and name in reference
+            else float("nan")
+        )
+        print(
+            f"{name:<27}{n_splits:>7}{sigmas[best]:>7.3g}  {best!s:>22}{best_rmse:>13.4g}"
+            f"{np.mean(scores[INF, DPSGD_NO_NOISE]):>10.4g}{sep:>13.4g}"
+            f"{best_rmse / sep:>7.3f}",
+            flush=True,
+        )
+    print(
+        "ratio: best DP-SGD RMSE over the non-private SEP RMSE on the same splits; "
+        f"no-noise: the same network trained without clipping or noise, {DPSGD_NO_NOISE}."
+    )
+    print()
+
+
+def section_private_linear(args):
+    names = [name for name in args.datasets or list(DATASETS) if name in LARGE]
+    print(
+        f"== private-linear: linear SEP at epsilon=1, delta={DELTA:g}, clip_norm=1.0, "
+        "same bounds as private, first 3 splits =="
+    )
+    print(
+        "  (noise given: noise_variance set to the non-private fit's estimate on the "
+        "same split, standing in for a public estimate)"
+    )
+    header = (
+        f"{'data set':<27}{'non-private':>12}{'noise inferred':>16}{'noise given':>13}"
+    )
+    print(header)
+    print("-" * len(header))
+    for name in names:
+        X, y = load_uci(name)
+        lower_X, upper_X = public_bounds(X)
+        lower_y, upper_y = public_bounds(y)
+        rmses = {"non-private": [], "inferred": [], "given": []}
+        for seed in range(min(3, splits_for(name, args))):
+            train, test = split(len(y), seed)
+            reference = DPSEPRegressor(
+                model="linear", epsilon=INF, clip_norm=None, random_state=seed
+            )
+            rmses["non-private"].append(
+                fit_and_score(reference, X, y, train, test)["rmse"]
+            )
+            for key, noise_variance in [
+                ("inferred", None),
+                ("given", reference.noise_variance_),
+            ]:
+                estimator = DPSEPRegressor(
+                    model="linear",
+                    epsilon=1.0,
+                    delta=DELTA,
+                    clip_norm=1.0,
+                    bounds_X=(lower_X, upper_X),
+                    bounds_y=(float(lower_y), float(upper_y)),
+                    noise_variance=noise_variance,
+                    random_state=seed,
+                )
+                rmses[key].append(fit_and_score(estimator, X, y, train, test)["rmse"])
+        print(
+            f"{name:<27}{np.mean(rmses['non-private']):>12.4g}"
+            f"{np.mean(rmses['inferred']):>16.4g}{np.mean(rmses['given']):>13.4g}",
+            flush=True,
+        )
+    print("test RMSE, mean over splits, in the target's units")
     print()
 
 
@@ -544,7 +764,9 @@ def section_speed(args):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "sections", nargs="*", help="linear, mlp, private, sweep, speed (default: all)"
+        "sections",
+        nargs="*",
+        help="linear, mlp, private, private-linear, sweep, speed, dpsgd (default: all)",
     )
     parser.add_argument(
         "--datasets",
@@ -553,7 +775,12 @@ def main(argv=None):
         default=None,
         help="UCI sets of the mlp and private sections (default: all)",
     )
-    parser.add_argument("--n-splits", type=int, default=5)
+    parser.add_argument(
+        "--n-splits",
+        type=int,
+        default=None,
+        help="splits per UCI set (default: the protocol's 20, 5 for protein)",
+    )
     parser.add_argument(
         "--protein-passes",
         type=int,
@@ -584,8 +811,28 @@ def main(argv=None):
         default=1,
         help="numba threads of the kernels (BLAS is limited to one thread)",
     )
+    parser.add_argument(
+        "--dpsgd-grid",
+        choices=sorted(DPSGD_GRIDS),
+        default="small",
+        help="settings of the dpsgd section (wide: 144 settings, minutes per set)",
+    )
+    parser.add_argument(
+        "--dpsgd-splits",
+        type=int,
+        default=3,
+        help="splits per set of the dpsgd section",
+    )
     args = parser.parse_args(argv)
-    all_sections = ["linear", "mlp", "private", "sweep", "speed"]
+    all_sections = [
+        "linear",
+        "mlp",
+        "private",
+        "private-linear",
+        "sweep",
+        "speed",
+        "dpsgd",
+    ]
     unknown = set(args.sections) - set(all_sections)
     if unknown:
         parser.error(f"unknown sections {sorted(unknown)}; choose from {all_sections}")
@@ -613,7 +860,14 @@ def main(argv=None):
         f"threads: numba {numba.get_num_threads()}, BLAS 1 (threadpoolctl); "
         f"python {sys.version.split()[0]}, numpy {np.__version__}"
     )
-    uci_sections = {"mlp", "private", "sweep", "speed"} & set(sections)
+    uci_sections = {
+        "mlp",
+        "private",
+        "private-linear",
+        "sweep",
+        "speed",
+        "dpsgd",
+    } & set(sections)
     if uci_sections and not UCI.exists():
         print(f"{UCI} not found: skipping {sorted(uci_sections)}")
         sections = [s for s in sections if s not in uci_sections]
@@ -636,6 +890,10 @@ def main(argv=None):
                 section_sweep(args)
             elif section == "speed":
                 section_speed(args)
+            elif section == "dpsgd":
+                section_dpsgd(args, names, reference)
+            elif section == "private-linear":
+                section_private_linear(args)
             print(f"[{section}: {time.perf_counter() - start:.1f} s]\n", flush=True)
             if args.save_json is not None and saved:
                 args.save_json.write_text(json.dumps(saved, indent=1))

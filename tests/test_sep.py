@@ -826,6 +826,39 @@ def test_private_linear_fit_recovers_the_coefficients():
     assert np.all(np.abs(private.coef_ - COEF) < 0.1)
 
 
+def test_private_linear_fit_learns_the_noise_level_with_weighted_gamma(monkeypatch):
+    # With the noise level learned, the Gamma's coordinates are weighted by
+    # (tau, tau**2) in the clipped, noised vector. Unweighted they are a tiny
+    # part of it: the noise swamps them, the noise variance comes out
+    # thousands of times too large and the coefficients are lost.
+    X, y = make_linear(20000, seed=1)
+    params = {"epsilon": 1.0, "bounds_X": BOUNDS_X, "bounds_y": BOUNDS_Y, "damping": 1.0}
+    weighted = DPSEPRegressor(random_state=0, **params).fit(X, y)
+    assert np.all(np.abs(weighted.coef_ - COEF) < 0.1)
+    # Clipping tempers the rows' likelihood, so the Gamma(2, 0.1) prior keeps
+    # some weight: the estimate is too large, but within a small factor.
+    assert NOISE_STD**2 < weighted.noise_variance_ < 10 * NOISE_STD**2
+    monkeypatch.setattr(sep._LinearModel, "release_weights", lambda self, cavity: None)
+    unweighted = DPSEPRegressor(random_state=0, **params).fit(X, y)
+    assert unweighted.noise_variance_ > 100 * NOISE_STD**2
+    assert np.abs(unweighted.coef_ - COEF).max() > 0.1
+
+
+def test_release_weights_put_the_gamma_on_a_par_and_stay_bounded():
+    model = sep._LinearModel(2, 1.0, None)
+    cavity = model.prior()
+    cavity[-2:] = (50.0, 0.5)  # mean noise precision 100
+    weights = model.release_weights(cavity)
+    np.testing.assert_array_equal(weights[:-2], 1.0)
+    np.testing.assert_allclose(weights[-2:], [100.0, 1e4])
+    cavity[-2:] = (2.0, 1e9)
+    np.testing.assert_allclose(model.release_weights(cavity)[-2:], [1.0, 1.0])
+    cavity[-2:] = (1e9, 1.0)
+    np.testing.assert_allclose(model.release_weights(cavity)[-2:], [1e4, 1e8])
+    assert sep._LinearModel(2, 1.0, 0.5).release_weights(cavity) is None
+    assert sep._NetworkModel(2, 3, 1.0, None).release_weights(cavity) is None
+
+
 def test_verbose_reports_each_pass(capsys):
     X, y = make_linear(200)
     DPSEPRegressor(
@@ -887,7 +920,7 @@ def test_factor_noise_std_matches_simulation():
 @pytest.mark.parametrize(
     "params, expected",
     [
-        ({"model": "linear"}, 1.0),
+        ({"model": "linear"}, 0.1),
         ({"model": "mlp", "batch_size": 8}, 1.0),
         ({"model": "mlp", "batch_size": 32}, 0.5),
         ({"model": "mlp", "batch_size": 64, "damping": 0.9}, 0.9),
