@@ -6,10 +6,13 @@ import math
 import mpmath
 import numpy as np
 import pytest
+from numba import njit
 from scipy import stats
 from scipy.special import gammaln, ive
 
 from skprivfact.poisson_mf._bessel import (
+    _inverse_from_normalizer,
+    bessel_draw,
     bessel_log_normalizer,
     bessel_logpmf,
     bessel_mean,
@@ -17,8 +20,11 @@ from skprivfact.poisson_mf._bessel import (
     bessel_sample_many,
 )
 from skprivfact.poisson_mf._likelihood import (
+    _ROW_BUFFERS,
+    _noisy_logpmf_row,
     log_poisson_cdf_sf,
     noisy_count_logpmf,
+    noisy_loglik_sum,
 )
 
 NUS = [0, 1, 5, 50, 500, 10**4]
@@ -144,6 +150,33 @@ def test_sampler_goodness_of_fit(nu, a):
     assert pvalue > 1e-3
 
 
+@njit
+def _draws_both_ways(nu, a, uniforms):
+    """Draws at the same uniforms from bessel_draw (decided by tail bounds)
+    and from the inversion that sums the normaliser first."""
+    half_a_sq = 0.25 * a * a
+    mode = bessel_mode(nu, a)
+    lazy = np.empty(uniforms.shape[0])
+    full = np.empty(uniforms.shape[0])
+    for i in range(uniforms.shape[0]):
+        lazy[i] = bessel_draw(nu, half_a_sq, uniforms[i])
+        full[i] = _inverse_from_normalizer(nu, half_a_sq, mode, uniforms[i])
+    return lazy, full
+
+
+@pytest.mark.parametrize("nu", [0.0, 1.0, 2.0, 7.0, 500.0, 1e5])
+def test_tail_bounds_decide_as_the_normalised_inversion(nu):
+    # a fine grid too, up to 1 - 1e-12 (closer to 1 the target is within
+    # rounding of the total and the normalised inversion is in its dropped tail)
+    uniforms = np.concatenate([
+        np.random.default_rng(int(nu)).random(5_000),
+        np.linspace(0.0, 1.0 - 1e-12, 1_001),
+    ])
+    for a in [1e-8, 1e-3, 0.5, 1.13, 2.0, 3.0, 9.0, 50.0, 1e3, 1e6]:
+        lazy, full = _draws_both_ways(nu, a, uniforms)
+        np.testing.assert_array_equal(lazy, full)
+
+
 def test_sampler_extremes_never_nan_or_negative():
     for nu, a in [(1e5, 1e-8), (0.0, 1e-8), (1e5, 1e6), (0.0, 1e6), (3.0, 0.0)]:
         draws = bessel_sample_many(nu, a, 2000, 1)
@@ -194,3 +227,36 @@ def test_noisy_count_pmf_normalizes():
         ks = np.arange(-400, 600, dtype=np.float64)
         total = np.exp([noisy_count_logpmf(k, mu, alpha) for k in ks]).sum()
         assert total == pytest.approx(1.0, rel=1e-12)
+
+
+@pytest.mark.parametrize("alpha", [0.05, math.exp(-1), 0.9, 0.995])
+def test_row_pass_of_noisy_logpmf_matches_scalar(alpha):
+    # counts on both sides of the fast path's range, rates from 0 to far
+    # above it, and the small values that dominate real data
+    rng = np.random.default_rng(int(alpha * 1000))
+    counts = np.concatenate([rng.integers(-3, 6, 3000), rng.integers(-40, 60, 3000),
+                             [0, 12, 13, -12, -13, 5, 0, 3]]).astype(np.float64)
+    rates = np.concatenate([np.exp(rng.uniform(-3, 1, 3000)),
+                            np.exp(rng.uniform(np.log(1e-12), np.log(500), 3000)),
+                            [0.0, 1e-300, 4.0, 4.0, 300 * alpha, 1e6, 1e-30, 1e-30]])
+    out = np.empty(counts.size)
+    _noisy_logpmf_row(counts, rates, alpha, math.log(alpha),
+                      math.log1p(-alpha) - math.log1p(alpha), out,
+                      np.empty((_ROW_BUFFERS, counts.size)))
+    expected = np.array([noisy_count_logpmf(k, mu, alpha) for k, mu in zip(counts, rates)])
+    finite = np.isfinite(expected)
+    np.testing.assert_array_equal(np.isfinite(out), finite)
+    np.testing.assert_array_equal(out[~finite], expected[~finite])
+    np.testing.assert_allclose(out[finite], expected[finite], rtol=1e-13, atol=1e-13)
+
+
+def test_noisy_loglik_sum_is_the_sum_of_logpmfs():
+    rng = np.random.default_rng(3)
+    row_factors = rng.gamma(0.3, size=(30, 4))
+    components = rng.gamma(0.3, size=(4, 50))
+    noisy = rng.integers(-5, 20, size=(30, 50)).astype(np.float64)
+    alpha = math.exp(-0.7)
+    rates = row_factors @ components
+    expected = sum(noisy_count_logpmf(k, mu, alpha) for k, mu in zip(noisy.ravel(), rates.ravel()))
+    assert noisy_loglik_sum(noisy, row_factors, components, alpha) == pytest.approx(
+        expected, rel=1e-13)

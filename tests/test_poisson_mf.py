@@ -8,6 +8,7 @@ import numba
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from numba import njit
 from scipy import stats
 from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV
@@ -17,7 +18,16 @@ from sklearn.utils.estimator_checks import check_estimator
 from skprivfact.datasets import make_poisson_factorization
 from skprivfact.poisson_mf import PrivatePoissonMF
 from skprivfact.poisson_mf._cavi import fit_gamma_prior
-from skprivfact.poisson_mf._mcmc import split_rhat
+from skprivfact.poisson_mf._mcmc import (
+    _binomial,
+    _erlang_deferred,
+    _finish_erlangs,
+    _row_seed,
+    _split_over_components,
+    _start_row,
+    split_rhat,
+)
+from skprivfact.poisson_mf._simd import simd_exp, simd_log
 from skprivfact.preprocessing import GeometricPrivatizer
 
 EPSILON = 1.0
@@ -144,6 +154,103 @@ def test_chains_in_parallel_and_rhat(synthetic):
     np.testing.assert_array_equal(serial.components_, parallel.components_)
     assert serial.loglik_samples_.shape == (2, 20)
     assert np.isfinite(serial.rhat_) and serial.rhat_ > 0.9
+
+
+@njit
+def _binomial_draws(n, p, n_draws, seed):
+    numba_seed = np.empty(2, dtype=np.uint64)
+    state = _row_seed(seed, 0, 0)
+    _start_row(numba_seed, state)
+    draws = np.empty(n_draws, dtype=np.int64)
+    for i in range(n_draws):
+        draws[i], state = _binomial(n, p, state, numba_seed)
+    return draws
+
+
+@njit
+def _erlang_draws(shape, scale, n_draws, seed):
+    numba_seed = np.empty(2, dtype=np.uint64)
+    state = _row_seed(seed, 0, 0)
+    _start_row(numba_seed, state)
+    draws = np.empty(n_draws)
+    for i in range(n_draws):
+        draws[i], state = _erlang_deferred(shape, state, numba_seed)
+    _finish_erlangs(draws, scale)
+    return draws
+
+
+@njit
+def _split_totals(count, theta_row, phi_column, n_repeats, seed):
+    numba_seed = np.empty(2, dtype=np.uint64)
+    state = _row_seed(seed, 0, 0)
+    _start_row(numba_seed, state)
+    row_totals = np.zeros(theta_row.shape[0])
+    col_totals = np.zeros(theta_row.shape[0])
+    cumulative = np.empty(theta_row.shape[0])
+    for _ in range(n_repeats):
+        state = _split_over_components(count, theta_row, phi_column, row_totals,
+                                       col_totals, cumulative, state, numba_seed)
+    return row_totals, col_totals
+
+
+def _chisquare_pvalue(observed, expected):
+    keep = expected > 0
+    assert observed[~keep].sum() == 0
+    return stats.chisquare(observed[keep], expected[keep] * observed.sum() / expected[keep].sum()).pvalue
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 4, 9, 16, 17, 200])
+def test_gibbs_binomial_draws_are_exact(n):
+    p, n_draws = 0.37, 50_000
+    draws = _binomial_draws(n, p, n_draws, 11 + n)
+    assert draws.min() >= 0 and draws.max() <= n
+    observed = np.bincount(draws, minlength=n + 1).astype(float)
+    expected = stats.binom.pmf(np.arange(n + 1), n, p)
+    # pool the tails where the expected counts are small
+    lo, hi = stats.binom.ppf([1e-4, 1 - 1e-4], n, p).astype(int)
+    observed = np.concatenate([[observed[:lo + 1].sum()], observed[lo + 1:hi], [observed[hi:].sum()]])
+    expected = np.concatenate([[expected[:lo + 1].sum()], expected[lo + 1:hi], [expected[hi:].sum()]])
+    if n == 0:
+        assert np.all(draws == 0)
+    else:
+        assert _chisquare_pvalue(observed, expected) > 1e-3
+
+
+@pytest.mark.parametrize("shape", [1.0, 2.0, 3.0, 4.0, 16.0, 17.0, 300.0])
+def test_gibbs_gamma_draws_are_exact(shape):
+    scale = 0.6
+    draws = _erlang_draws(shape, scale, 50_000, int(shape))
+    assert np.all(draws > 0)
+    assert stats.kstest(draws, stats.gamma(shape, scale=scale).cdf).pvalue > 1e-3
+
+
+def test_simd_log_and_exp_match_numpy():
+    rng = np.random.default_rng(0)
+    values = np.concatenate([
+        rng.random(10_000), rng.random(1_000) * 1e6,
+        [1.0, 0.5, 2.0**-848, 1e-300, math.sqrt(2.0), 0.7071067811865476, 1e300],
+    ])
+    logs = np.array([simd_log(x) for x in values])
+    np.testing.assert_allclose(logs, np.log(values), rtol=5e-16, atol=0)
+    exponents = np.concatenate([rng.uniform(-700, 700, 10_000), [-1e-300, 0.0, 1e-300]])
+    np.testing.assert_allclose([simd_exp(x) for x in exponents], np.exp(exponents),
+                               rtol=5e-16, atol=0)
+    assert simd_exp(-800.0) == 0.0 and simd_exp(800.0) == math.inf
+    assert math.isnan(simd_exp(math.nan))
+
+
+@pytest.mark.parametrize("count", [1, 3, 16, 40])
+def test_multinomial_split_is_exact(count):
+    rng = np.random.default_rng(count)
+    theta_row = rng.gamma(0.3, size=13)
+    phi_column = rng.gamma(0.3, size=13)
+    theta_row[4] = 0.0
+    n_repeats = 40_000 // count
+    row_totals, col_totals = _split_totals(count, theta_row, phi_column, n_repeats, 5)
+    np.testing.assert_array_equal(row_totals, col_totals)
+    assert row_totals.sum() == count * n_repeats and row_totals[4] == 0
+    # sums of independent multinomials: a multinomial of all the units
+    assert _chisquare_pvalue(row_totals, theta_row * phi_column) > 1e-3
 
 
 def test_split_rhat():

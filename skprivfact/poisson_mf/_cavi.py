@@ -23,6 +23,7 @@ from threadpoolctl import threadpool_limits
 
 from ._bessel import bessel_mean, bessel_mode
 from ._likelihood import clean_loglik_sum, noisy_loglik_sum
+from ._simd import simd_exp
 
 
 def blas_single_threaded(solver):
@@ -79,30 +80,6 @@ _SERIES_MAX_TERMS = 40
 _TAIL_CUTOFF = 1e-20
 
 
-# exp(x) without a libm call, so that the loops using it compile to SIMD code:
-# x = n log 2 + r with |r| <= log(2) / 2, 2^n from a table and e^r from its
-# Taylor polynomial to degree 13 (remainder below 5e-18); within an ulp or
-# two of math.exp, for x in [-745, 709] (0 below, inf above, NaN for NaN).
-_POW2 = np.ldexp(1.0, np.arange(-1074, 1024))
-_LN2_HI = 0.6931471803691238
-_LN2_LO = 1.9082149292705877e-10
-
-
-@njit(cache=True, inline="always")
-def _simd_exp(x):
-    # comparisons false for NaN: the table index stays in range
-    clamped = x if x > -745.5 else -745.5  # noqa: FURB136 (max keeps NaN)
-    clamped = clamped if clamped < 709.8 else 709.8  # noqa: FURB136
-    n = math.floor(clamped * (1.0 / math.log(2.0)) + 0.5)
-    r = (clamped - n * _LN2_HI) - n * _LN2_LO
-    poly = 1.0 + r * (1.0 + r * (1.0 / 2 + r * (1.0 / 6 + r * (1.0 / 24 + r * (
-        1.0 / 120 + r * (1.0 / 720 + r * (1.0 / 5040 + r * (1.0 / 40320 + r * (
-            1.0 / 362880 + r * (1.0 / 3628800 + r * (1.0 / 39916800 + r * (
-                1.0 / 479001600 + r / 6227020800.0))))))))))))
-    # two table factors keep 2^n and the product finite near both ends
-    half = n // 2
-    result = poly * _POW2[int(half) + 1074] * _POW2[int(n - half) + 1074]
-    return result if x <= 709.8 else (math.inf if x > 709.8 else x)
 
 
 @njit(cache=True, inline="always")
@@ -139,16 +116,23 @@ def _log_exp_digamma(x):
     return y, series
 
 
-# serial: too little work for a parallel region's start and barrier
-@njit(cache=True)
+# serial: too little work for a parallel region's start and barrier; numpy's
+# error model: without the branch of Python's ZeroDivisionError the flat loop
+# compiles to SIMD code
+@njit(cache=True, error_model="numpy")
 def _gamma_moments(shape, rate, mean, var, geo):
+    shape = shape.ravel()
+    rate = rate.ravel()
+    mean = mean.ravel()
+    var = var.ravel()
+    geo = geo.ravel()
     for i in range(shape.shape[0]):
-        for j in range(shape.shape[1]):
-            inv_rate = 1.0 / rate[i, j]
-            y, series = _log_exp_digamma(shape[i, j])
-            mean[i, j] = shape[i, j] * inv_rate
-            var[i, j] = mean[i, j] * inv_rate
-            geo[i, j] = max(y * math.exp(series) * inv_rate, _TINY)
+        inv_rate = 1.0 / rate[i]
+        y, series = _log_exp_digamma(shape[i])
+        mean_i = shape[i] * inv_rate
+        mean[i] = mean_i
+        var[i] = mean_i * inv_rate
+        geo[i] = max(y * simd_exp(series) * inv_rate, _TINY)
 
 
 @njit(cache=True, parallel=True)
@@ -179,13 +163,13 @@ def _private_entry_update(noisy, mean_mu, var_mu, geo_mu, pos_shape, neg_shape, 
         for v in range(n_cols):
             shape_pos = pos_shape[d, v]
             y_pos, series_pos = _log_exp_digamma(shape_pos)
-            geo_pos_row[v] = alpha * y_pos * _simd_exp(series_pos)
+            geo_pos_row[v] = alpha * y_pos * simd_exp(series_pos)
             y_neg, series_neg = _log_exp_digamma(neg_shape[d, v])
             # delta method for G[lambda+ + mu]
             mean_x = alpha * shape_pos + mean_mu[d, v]
             var_x = alpha * alpha * shape_pos + var_mu[d, v]
             # (a/2)^2 = G[lambda-] G[lambda+ + mu]: one exp for both factors
-            half_a_sq_row[v] = alpha * y_neg * mean_x * _simd_exp(
+            half_a_sq_row[v] = alpha * y_neg * mean_x * simd_exp(
                 series_neg - 0.5 * var_x / (mean_x * mean_x)
             )
             nu_row[v] = abs(noisy[d, v])
@@ -197,19 +181,29 @@ def _private_entry_update(noisy, mean_mu, var_mu, geo_mu, pos_shape, neg_shape, 
                             and nu_row[v] <= _SERIES_MAX_NU)
                 # entries left to the scalar path start (and stay) converged
                 term_row[v] = 1.0 if in_range else 0.0
-            for m in range(_SERIES_MAX_TERMS):
-                step = m + 1.0
+            # two terms per pass over the row: half the loads, stores and
+            # convergence counts (a row may take one term more than it needs)
+            for m in range(0, _SERIES_MAX_TERMS, 2):
                 n_pending = 0
                 for v in range(n_cols):
                     # the sums of the terms h^j / prod_{i<j} (i + 1)(i + nu + 1),
                     # h = (a/2)^2, over their common denominator: no division
                     # per term, one at the end
-                    common = step * (step + nu_row[v])
-                    term = term_row[v] * half_a_sq_row[v]
-                    smaller_row[v] = smaller_row[v] * common + term
-                    first_row[v] = first_row[v] * common + step * term
+                    nu = nu_row[v]
+                    half_a_sq = half_a_sq_row[v]
+                    step = m + 1.0
+                    common = step * (step + nu)
+                    term = term_row[v] * half_a_sq
+                    smaller = smaller_row[v] * common + term
+                    first = first_row[v] * common + step * term
+                    step = m + 2.0
+                    common = step * (step + nu)
+                    term = term * half_a_sq
+                    smaller = smaller * common + term
+                    smaller_row[v] = smaller
+                    first_row[v] = first * common + step * term
                     term_row[v] = term
-                    n_pending += term >= _TAIL_CUTOFF * smaller_row[v]
+                    n_pending += term >= _TAIL_CUTOFF * smaller
                 if n_pending == 0:
                     break
             for v in range(n_cols):

@@ -8,13 +8,17 @@ is the convolution
 
 with F(k; r) the Poisson(r) CDF at k (zero for k < 0). Everything is computed
 in log space; the Poisson tails are summed from k outward, so neither term
-underflows before the logarithm is taken.
+underflows before the logarithm is taken. The sum over a matrix takes the
+common entries (small |k|, moderate mu) a row at a time in SIMD code and
+leaves the others to the scalar function.
 """
 
 import math
 
 import numpy as np
 from numba import njit, prange
+
+from ._simd import simd_exp, simd_log
 
 _TAIL_CUTOFF = 1e-18
 
@@ -136,20 +140,176 @@ def _noisy_count_logpmf(k, mu, alpha, log_alpha, log_const):
     return log_const + high + math.log(math.exp(first - high) + math.exp(second - high))
 
 
+# The row pass below takes the entries with |k| up to this and mu / alpha up
+# to _ROW_MAX_RATE (so that its partial sums of e^r stay finite) in SIMD code;
+# the rest, and entries whose upper-tail series has not converged after
+# _ROW_MAX_TAIL_TERMS terms, go to the scalar _noisy_count_logpmf.
+_ROW_MAX_COUNT = 12.0
+_ROW_MAX_RATE = 300.0
+_ROW_MAX_TAIL_TERMS = 60
+_ROW_BUFFERS = 7
+
+
+@njit(cache=True, error_model="numpy")
+def _noisy_logpmf_row(counts, rates, alpha, log_alpha, log_const, out, buffers):
+    """``out[v]`` = log P(counts[v]) at mu = rates[v], as _noisy_count_logpmf,
+    in passes over the row that compile to SIMD code.
+
+    With r = mu / alpha and s = mu alpha, the two terms of the pmf are
+    k log(alpha) - mu + log(sum_{j<=k} r^j / j!) (the e^-r of the CDF cancels
+    the e^r of the term), and -k log(alpha) + s - mu + log P(Y > k) for
+    Y ~ Poisson(s); P(Y > k) is 1 - e^-s sum_{j<=k} s^j / j! when that CDF is
+    at most 1/2 (no cancellation), otherwise its upper-tail series
+    e^-s sum_{j>k} s^j / j!, whose terms fall faster than geometrically.
+    ``buffers`` is (_ROW_BUFFERS, n) of scratch."""
+    n = counts.shape[0]
+    sum_r = buffers[0]
+    sum_s = buffers[1]
+    term_r = buffers[2]
+    term_s = buffers[3]
+    last_s = buffers[4]
+    tail = buffers[5]
+    # 1 marks the entries left to the scalar function
+    scalar = buffers[6]
+    for v in range(n):
+        k = counts[v]
+        mu = rates[v]
+        # & rather than and: no branches, which would keep the loop scalar
+        fast = (mu > 0.0) & (abs(k) <= _ROW_MAX_COUNT) & (mu <= _ROW_MAX_RATE * alpha)
+        scalar[v] = 0.0 if fast else 1.0
+        sum_r[v] = 1.0
+        sum_s[v] = 1.0
+        term_r[v] = 1.0
+        term_s[v] = 1.0
+        last_s[v] = 1.0
+    # the partial sums of r^j / j! and s^j / j! up to j = k, and s^k / k!:
+    # the first two terms in one pass over the row, the rest entry by entry
+    # for the few larger counts
+    for j in range(1, 3, 2):
+        inv_j = 1.0 / j
+        inv_next = 1.0 / (j + 1)
+        step = float(j)
+        for v in range(n):
+            k = counts[v]
+            r = rates[v] / alpha
+            s = rates[v] * alpha
+            next_r = term_r[v] * r * inv_j
+            next_s = term_s[v] * s * inv_j
+            partial_r = sum_r[v] + (next_r if step <= k else 0.0)
+            partial_s = sum_s[v] + (next_s if step <= k else 0.0)
+            last = next_s if step == k else last_s[v]
+            next_r = next_r * r * inv_next
+            next_s = next_s * s * inv_next
+            term_r[v] = next_r
+            term_s[v] = next_s
+            sum_r[v] = partial_r + (next_r if step + 1.0 <= k else 0.0)
+            sum_s[v] = partial_s + (next_s if step + 1.0 <= k else 0.0)
+            last_s[v] = next_s if step + 1.0 == k else last
+    for v in range(n):
+        k = counts[v]
+        if scalar[v] == 0.0 and k > 2.0:
+            r = rates[v] / alpha
+            s = rates[v] * alpha
+            next_r = term_r[v]
+            next_s = term_s[v]
+            partial_r = sum_r[v]
+            partial_s = sum_s[v]
+            for j in range(3, int(k) + 1):
+                next_r *= r / j
+                next_s *= s / j
+                partial_r += next_r
+                partial_s += next_s
+            sum_r[v] = partial_r
+            sum_s[v] = partial_s
+            last_s[v] = next_s
+    # the upper tail sum_{j>k} s^j / j! for the entries whose CDF at s is
+    # above 1/2: s^k / k! times sum_{i>=1} s^i / prod_{l<=i} (k + l), summed
+    # over the common denominator prod (k + l) (no division per term), two
+    # terms per pass
+    for v in range(n):
+        k = counts[v]
+        s = rates[v] * alpha
+        cdf = simd_exp(-s) * sum_s[v]
+        needs_tail = (k >= 0.0) & (cdf > 0.5) & (scalar[v] == 0.0)
+        # numerator, denominator and s^i
+        term_r[v] = 0.0
+        tail[v] = 1.0
+        term_s[v] = 1.0 if needs_tail else 0.0
+    converged = False
+    for i in range(1, _ROW_MAX_TAIL_TERMS + 1, 2):
+        n_pending = 0
+        for v in range(n):
+            k = counts[v]
+            s = rates[v] * alpha
+            power = term_s[v] * s
+            numerator = term_r[v] * (k + i) + power
+            denominator = tail[v] * (k + i)
+            power = power * s
+            numerator = numerator * (k + i + 1.0) + power
+            term_r[v] = numerator
+            tail[v] = denominator * (k + i + 1.0)
+            term_s[v] = power
+            n_pending += power > 1e-17 * numerator
+        if n_pending == 0:
+            converged = True
+            break
+    unfinished = 0.0 if converged else 1.0
+    for v in range(n):
+        # the tail in units of s^k / k!, times s^k / k!; 0 where not needed
+        scalar[v] = max(scalar[v], unfinished if term_s[v] > 1e-17 * term_r[v] else 0.0)
+        tail[v] = last_s[v] * term_r[v] / tail[v]
+    for v in range(n):
+        k = counts[v]
+        mu = rates[v]
+        s = mu * alpha
+        first = k * log_alpha - mu + simd_log(sum_r[v])
+        from_tail = simd_log(tail[v]) - s
+        from_cdf = simd_log(1.0 - simd_exp(-s) * sum_s[v])
+        log_sf = 0.0 if k < 0.0 else (from_tail if tail[v] > 0.0 else from_cdf)
+        second = -k * log_alpha + s - mu + log_sf
+        sum_r[v] = first if k >= 0.0 else -math.inf
+        sum_s[v] = second
+    # log(e^first + e^second), in a loop of its own (smaller loops vectorise)
+    for v in range(n):
+        first = sum_r[v]
+        second = sum_s[v]
+        high = max(first, second)
+        low = min(first, second)
+        out[v] = log_const + high + simd_log(1.0 + simd_exp(low - high))
+    for v in range(n):
+        if scalar[v] != 0.0:
+            out[v] = _noisy_count_logpmf(counts[v], rates[v], alpha, log_alpha, log_const)
+
+
+# Rows whose rates noisy_loglik_sum takes in one matrix product.
+_ROWS_PER_BLOCK = 32
+
+
 @njit(cache=True, parallel=True)
 def noisy_loglik_sum(noisy, row_factors, components, alpha):
     """Sum over a dense noisy matrix of log P(noisy[d, v]) at mu = theta @ phi."""
     n_rows, n_cols = noisy.shape
     log_alpha = math.log(alpha)
     log_const = math.log1p(-alpha) - math.log1p(alpha)
+    row_factors = np.ascontiguousarray(row_factors)
+    components = np.ascontiguousarray(components)
     row_totals = np.zeros(n_rows)
-    for d in prange(n_rows):
-        mu_row = row_factors[d] @ components
-        acc = 0.0
-        for v in range(n_cols):
-            acc += _noisy_count_logpmf(noisy[d, v], mu_row[v], alpha, log_alpha,
-                                       log_const)
-        row_totals[d] = acc
+    n_blocks = (n_rows + _ROWS_PER_BLOCK - 1) // _ROWS_PER_BLOCK
+    for block in prange(n_blocks):
+        start = block * _ROWS_PER_BLOCK
+        stop = min(start + _ROWS_PER_BLOCK, n_rows)
+        # a block of rows at a time: one matrix product instead of a
+        # matrix-vector product per row
+        rates = row_factors[start:stop] @ components
+        buffers = np.empty((_ROW_BUFFERS + 1, n_cols))
+        logpmf_row = buffers[_ROW_BUFFERS]
+        for d in range(start, stop):
+            _noisy_logpmf_row(noisy[d], rates[d - start], alpha, log_alpha, log_const,
+                              logpmf_row, buffers[:_ROW_BUFFERS])
+            acc = 0.0
+            for v in range(n_cols):
+                acc += logpmf_row[v]
+            row_totals[d] = acc
     return row_totals.sum()
 
 

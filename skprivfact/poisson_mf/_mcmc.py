@@ -5,30 +5,39 @@ split of y+ into the true count and g+, gamma draws of the two noise rates,
 and a multinomial split of the true count over the K components; then the
 conjugate gamma draws of phi and theta from the sub-count totals.
 
+Speed: the per-entry draws are exact samplers chosen for the counts that
+occur (mostly 0, 1 or 2): Bessel draws by inversion from the mode decided by
+bounds on the tail instead of the normaliser, Bernoulli trials, products of
+uniforms whose logarithms are taken a row at a time in SIMD code, and
+categorical draws by a vectorised count over the cumulative weights; the
+multinomial split runs over the row's positive true counts only.
+
 Reproducibility: the per-entry kernel runs in parallel over rows, and every
-row reseeds the thread's numba generator from (chain seed, sweep, row) with
-splitmix64 before drawing, so a row's draws do not depend on which thread runs
-it. The sub-count totals are integer-valued float sums (exact in any order),
-and the gamma draws of theta and phi use one numpy Generator per chain, so a
-fixed seed gives identical chains for any number of threads.
+row draws from its own splitmix64 stream seeded from (chain seed, sweep,
+row), so a row's draws do not depend on which thread runs it. The sub-count
+totals are integer-valued float sums (exact in any order), and the gamma
+draws of theta and phi use one numpy Generator per chain, so a fixed seed
+gives identical chains for any number of threads.
 """
 
 import math
 import time
 
+import numba
 import numpy as np
 import scipy.sparse as sp
 from joblib import Parallel, delayed
 from numba import njit, prange, uint64
 
-from ._bessel import bessel_sample
+from ._bessel import bessel_draw
 from ._cavi import blas_single_threaded
+from ._simd import simd_log
 
-# Rows are dealt to this many chunks, each with its own column-total buffer;
-# the totals are integer-valued float sums, exact in any order, so the result
-# does not depend on the chunking or on the number of threads.
-_N_CHUNKS = 8
 _GOLDEN_GAMMA = 0x9E3779B97F4A7C15
+# Counts up to this are drawn from the row's own stream (Bernoulli trials,
+# products of uniforms, one categorical draw per unit); larger ones, rare,
+# with numba's generators.
+_SMALL_COUNT = 16
 
 
 @njit(cache=True)
@@ -42,112 +51,215 @@ def _splitmix64(state):
 @njit(cache=True)
 def _row_seed(chain_seed, sweep, row):
     mixed = _splitmix64(uint64(chain_seed) ^ _splitmix64(uint64(sweep)))
-    mixed = _splitmix64(mixed ^ uint64(row))
-    return np.uint32(mixed >> uint64(32))
+    return _splitmix64(mixed ^ uint64(row))
 
 
 @njit(cache=True)
-def _erlang(shape, scale):
-    """Gamma(shape, scale) for a positive integer shape; small shapes (the
-    usual case for noise rates) as -scale log(product of uniforms)."""
-    if shape > 8:
-        return np.random.gamma(shape, scale)
-    product = 1.0
-    for _ in range(int(shape)):
-        product *= 1.0 - np.random.random()
-    return -scale * math.log(product)
+def _start_row(numba_seed, row_seed):
+    """Per-row state of numba's generator for the rare large draws:
+    ``numba_seed`` (2 uint64) holds its seed, derived from the row's, and
+    whether it has been seeded in this row yet."""
+    numba_seed[0] = _splitmix64(row_seed ^ uint64(0xD1B54A32D192ED03))
+    numba_seed[1] = 0
 
 
 @njit(cache=True)
-def _split_over_components(count, theta_row, phi, v, row_totals, col_totals,
-                           cumulative):
-    """Multinomial(count, theta_k phi_kv / sum): for small counts one
-    categorical draw per unit by inversion (binary search of the cumulative
-    weights), otherwise conditional binomials."""
+def _seed_numba_generator(numba_seed):
+    # numba's (thread-local) generator serves the rare large draws; seeded
+    # at its first use in a row from the row's seed, its draws depend on the
+    # row alone, whichever thread runs it.
+    if numba_seed[1] == 0:
+        np.random.seed(np.uint32(numba_seed[0] >> uint64(32)))
+        numba_seed[1] = 1
+
+
+@njit(cache=True, inline="always")
+def _uniform(state):
+    """(uniform on [0, 1) with 53 bits, next state) of a splitmix64 stream;
+    the state is passed by value so that it stays in a register."""
+    bits = _splitmix64(state)
+    return (float(bits >> uint64(11)) * (1.0 / 9007199254740992.0),
+            state + uint64(_GOLDEN_GAMMA))
+
+
+# The per-entry draws below take their common small cases without branches on
+# the drawn values (a few uniforms more than needed are cheaper than the
+# mispredicted branches on counts that are 0, 1 or 2 at random), and keep
+# loops for the rare larger counts. Each returns the stream's next state.
+
+@njit(cache=True)
+def _binomial_large(n, p, state, numba_seed, drawn):
+    # the trials after the first three
+    if n > _SMALL_COUNT:
+        _seed_numba_generator(numba_seed)
+        return drawn + np.random.binomial(n - 3, p), state
+    for _ in range(n - 3):
+        uniform, state = _uniform(state)
+        if uniform < p:
+            drawn += 1
+    return drawn, state
+
+
+@njit(cache=True, inline="always")
+def _binomial(n, p, state, numba_seed):
+    """Binomial(n, p) as Bernoulli trials (numba's sampler for n > 16)."""
+    first, state = _uniform(state)
+    second, state = _uniform(state)
+    third, state = _uniform(state)
+    drawn = (int(first < p and n >= 1) + int(second < p and n >= 2)
+             + int(third < p and n >= 3))
+    if n > 3:
+        drawn, state = _binomial_large(n, p, state, numba_seed, drawn)
+    return drawn, state
+
+
+@njit(cache=True)
+def _erlang_large(shape, state, numba_seed, product):
+    # the factors after the first three
+    if shape > _SMALL_COUNT:
+        _seed_numba_generator(numba_seed)
+        return -(np.random.gamma(shape - 3.0) - math.log(product)), state
+    for _ in range(int(shape) - 3):
+        uniform, state = _uniform(state)
+        product *= 1.0 - uniform
+    return product, state
+
+
+@njit(cache=True, inline="always")
+def _erlang_deferred(shape, state, numba_seed):
+    """Gamma(shape) for a positive integer shape, deferred: the product of
+    ``shape`` uniforms (on (0, 1]; 16 factors of at least 2^-53 stay normal),
+    whose -log is the draw, or (shape > 16, numba's sampler) minus the draw
+    itself. ``_finish_erlangs`` takes the logarithms a row at a time."""
+    first, state = _uniform(state)
+    second, state = _uniform(state)
+    third, state = _uniform(state)
+    product = ((1.0 - first) * (1.0 - second if shape >= 2.0 else 1.0)
+               * (1.0 - third if shape >= 3.0 else 1.0))
+    if shape > 3.0:
+        return _erlang_large(shape, state, numba_seed, product)
+    return product, state
+
+
+# numpy's error model: simd_log's division cannot raise, and without the
+# branch of Python's ZeroDivisionError the loop compiles to SIMD code.
+@njit(cache=True, error_model="numpy")
+def _finish_erlangs(deferred, scale):
+    """The draws of ``_erlang_deferred`` times ``scale``, in place, in one
+    loop the compiler turns into SIMD code."""
+    for v in range(deferred.shape[0]):
+        value = deferred[v]
+        logged = -scale * simd_log(value)
+        deferred[v] = logged if value > 0.0 else -scale * value
+
+
+@njit(cache=True)
+def _split_over_components(count, theta_row, phi_column, row_totals, col_totals,
+                           cumulative, state, numba_seed):
+    """Multinomial(count, theta_k phi_kv / sum) added to the row's and the
+    column's totals (``phi_column``, ``col_totals``: contiguous over k): for
+    small counts one categorical draw per unit by inversion of the cumulative
+    weights, otherwise conditional binomials. Returns the stream's state."""
     n_components = theta_row.shape[0]
     remaining_weight = 0.0
     for k in range(n_components):
-        remaining_weight += theta_row[k] * phi[k, v]
+        remaining_weight += theta_row[k] * phi_column[k]
         cumulative[k] = remaining_weight
-    if count <= 16:
+    if count <= _SMALL_COUNT:
         for _ in range(count):
-            target = np.random.random() * remaining_weight
-            lo = 0
-            hi = n_components - 1
-            while lo < hi:
-                mid = (lo + hi) // 2
-                if cumulative[mid] > target:
-                    hi = mid
-                else:
-                    lo = mid + 1
-            row_totals[lo] += 1.0
-            col_totals[lo, v] += 1.0
-        return
+            uniform, state = _uniform(state)
+            target = uniform * remaining_weight
+            # the first k with cumulative[k] > target is the number of
+            # cumulative weights at or below it: a count the compiler does in
+            # vector registers, without the mispredicted branches of a
+            # binary search (the last component takes a target that rounding
+            # put at the total)
+            chosen = 0
+            for k in range(n_components - 1):
+                chosen += 1 if cumulative[k] <= target else 0
+            row_totals[chosen] += 1.0
+            col_totals[chosen] += 1.0
+        return state
     remaining = count
     for k in range(n_components):
         if remaining == 0:
             break
-        weight = theta_row[k] * phi[k, v]
+        weight = theta_row[k] * phi_column[k]
         if k == n_components - 1 or weight >= remaining_weight:
             drawn = remaining
         else:
-            drawn = np.random.binomial(remaining, weight / remaining_weight)
+            drawn, state = _binomial(remaining, weight / remaining_weight, state, numba_seed)
         remaining -= drawn
         remaining_weight -= weight
         row_totals[k] += drawn
-        col_totals[k, v] += drawn
+        col_totals[k] += drawn
+    return state
 
 
 @njit(cache=True, parallel=True)
-def _private_sweep(noisy, theta, phi, rates, noise_pos, noise_neg, alpha,
+def _private_sweep(noisy, theta, phi_t, rates, noise_pos, noise_neg, alpha,
                    chain_seed, sweep, row_totals, col_totals_chunks, with_loglik):
     """Steps 1-4 over every entry; returns the complete-data log-likelihood
-    of the drawn true counts (0 unless ``with_loglik``)."""
+    of the drawn true counts (0 unless ``with_loglik``). ``phi_t`` is phi
+    transposed (n_cols, K) and the column totals are kept per chunk of rows
+    as (n_cols, K)."""
     n_rows, n_cols = noisy.shape
+    n_components = theta.shape[1]
     n_chunks = col_totals_chunks.shape[0]
     loglik_rows = np.zeros(n_rows)
     row_totals[:] = 0.0
     col_totals_chunks[:] = 0.0
     for chunk in prange(n_chunks):
         col_totals = col_totals_chunks[chunk]
+        cumulative = np.empty(n_components)
+        # the row's entries with a positive true count, split in a second pass
+        positive_cols = np.empty(n_cols, dtype=np.int64)
+        positive_counts = np.empty(n_cols, dtype=np.int64)
+        numba_seed = np.empty(2, dtype=np.uint64)
         for d in range(chunk, n_rows, n_chunks):
-            np.random.seed(_row_seed(chain_seed, sweep, d))
-            cumulative = np.empty(theta.shape[1])
-            acc = 0.0
+            state = _row_seed(chain_seed, sweep, d)
+            _start_row(numba_seed, state)
+            n_positive = 0
             for v in range(n_cols):
                 count = noisy[d, v]
                 mu = rates[d, v]
                 lam_pos = noise_pos[d, v]
                 lam_neg = noise_neg[d, v]
-                a = 2.0 * math.sqrt((lam_pos + mu) * lam_neg)
-                m = bessel_sample(abs(count), a)
-                if count <= 0.0:
-                    total_pos = m
-                    g_neg = m - count
-                else:
-                    g_neg = m
-                    total_pos = m + count
-                true_count = 0
-                if total_pos > 0.0 and mu > 0.0:
-                    true_count = np.random.binomial(int(total_pos), mu / (mu + lam_pos))
-                g_pos = total_pos - true_count
-                noise_pos[d, v] = _erlang(1.0 + g_pos, alpha)
-                noise_neg[d, v] = _erlang(1.0 + g_neg, alpha)
-                if true_count > 0:
-                    _split_over_components(
-                        true_count, theta[d], phi, v, row_totals[d], col_totals,
-                        cumulative,
-                    )
-                    if with_loglik:
-                        acc += true_count * math.log(mu) - math.lgamma(true_count + 1.0)
+                # Bessel(|y~|, a) with (a/2)^2 = (lambda+ + mu) lambda-
+                uniform, state = _uniform(state)
+                m = bessel_draw(abs(count), (lam_pos + mu) * lam_neg, uniform)
+                # y+ = m + max(y~, 0) and g- = m + max(-y~, 0)
+                total_pos = m + max(count, 0.0)
+                g_neg = m + max(-count, 0.0)
+                keep = mu / (mu + lam_pos) if mu > 0.0 else 0.0
+                true_count, state = _binomial(int(total_pos), keep, state, numba_seed)
+                noise_pos[d, v], state = _erlang_deferred(1.0 + total_pos - true_count,
+                                                          state, numba_seed)
+                noise_neg[d, v], state = _erlang_deferred(1.0 + g_neg, state, numba_seed)
+                positive_cols[n_positive] = v
+                positive_counts[n_positive] = true_count
+                n_positive += true_count > 0
+            _finish_erlangs(noise_pos[d], alpha)
+            _finish_erlangs(noise_neg[d], alpha)
+            acc = 0.0
+            for j in range(n_positive):
+                v = positive_cols[j]
+                true_count = positive_counts[j]
+                state = _split_over_components(
+                    true_count, theta[d], phi_t[v], row_totals[d], col_totals[v],
+                    cumulative, state, numba_seed,
+                )
                 if with_loglik:
-                    acc -= mu
+                    acc += true_count * math.log(rates[d, v]) - math.lgamma(true_count + 1.0)
+            if with_loglik:
+                for v in range(n_cols):
+                    acc -= rates[d, v]
             loglik_rows[d] = acc
     return loglik_rows.sum()
 
 
 @njit(cache=True, parallel=True)
-def _clean_sweep(indptr, indices, data, theta, phi, chain_seed, sweep,
+def _clean_sweep(indptr, indices, data, theta, phi_t, chain_seed, sweep,
                  row_totals, col_totals_chunks):
     """Step 4 at the non-zeros of a CSR count matrix; returns the part of the
     log-likelihood from the non-zeros (the caller subtracts sum(mu))."""
@@ -159,19 +271,19 @@ def _clean_sweep(indptr, indices, data, theta, phi, chain_seed, sweep,
     col_totals_chunks[:] = 0.0
     for chunk in prange(n_chunks):
         col_totals = col_totals_chunks[chunk]
+        cumulative = np.empty(n_components)
+        numba_seed = np.empty(2, dtype=np.uint64)
         for d in range(chunk, n_rows, n_chunks):
-            np.random.seed(_row_seed(chain_seed, sweep, d))
-            cumulative = np.empty(n_components)
+            state = _row_seed(chain_seed, sweep, d)
+            _start_row(numba_seed, state)
             acc = 0.0
             for idx in range(indptr[d], indptr[d + 1]):
                 v = indices[idx]
                 count = int(data[idx])
-                mu = 0.0
-                for k in range(n_components):
-                    mu += theta[d, k] * phi[k, v]
-                _split_over_components(count, theta[d], phi, v, row_totals[d],
-                                       col_totals, cumulative)
-                acc += count * math.log(mu) - math.lgamma(count + 1.0)
+                state = _split_over_components(count, theta[d], phi_t[v], row_totals[d],
+                                               col_totals[v], cumulative, state, numba_seed)
+                # the last cumulative weight is mu = sum_k theta_dk phi_kv
+                acc += count * math.log(cumulative[n_components - 1]) - math.lgamma(count + 1.0)
             loglik_rows[d] = acc
     return loglik_rows.sum()
 
@@ -211,12 +323,18 @@ def run_chain(X, alpha, n_components, theta_prior, phi_prior, n_burn_in, n_kept,
     scale = math.sqrt(mean_count / n_components)
     theta = scale * rng.gamma(1.0, 1.0, size=(n_rows, n_components))
     phi = scale * rng.gamma(1.0, 1.0, size=(n_components, n_cols))
+    # the kernels read phi a column at a time: they get phi transposed
+    phi_t = np.ascontiguousarray(phi.T)
     if not clean:
         prior_mean_noise = alpha / (1.0 - alpha)
         noise_pos = np.full(X.shape, prior_mean_noise)
         noise_neg = np.full(X.shape, prior_mean_noise)
+        rates = np.empty(X.shape)
     row_totals = np.zeros((n_rows, n_components))
-    col_totals_chunks = np.zeros((min(_N_CHUNKS, n_rows), n_components, n_cols))
+    # one buffer of column totals per thread (integer-valued float sums, exact
+    # in any order: the number of buffers does not change the result)
+    n_chunks = max(1, min(numba.get_num_threads(), n_rows))
+    col_totals_chunks = np.zeros((n_chunks, n_cols, n_components))
     theta_sum = np.zeros_like(theta)
     phi_sum = np.zeros_like(phi)
     phi_sq_sum = np.zeros_like(phi)
@@ -227,20 +345,21 @@ def run_chain(X, alpha, n_components, theta_prior, phi_prior, n_burn_in, n_kept,
     for sweep in range(n_sweeps):
         with_loglik = sweep >= n_burn_in or verbose > 0
         if clean:
-            loglik = _clean_sweep(X.indptr, X.indices, X.data, theta, phi,
+            loglik = _clean_sweep(X.indptr, X.indices, X.data, theta, phi_t,
                                   kernel_seed, sweep, row_totals, col_totals_chunks)
-            loglik -= float(theta.sum(axis=0) @ phi.sum(axis=1))
+            loglik -= float(theta.sum(axis=0) @ phi_t.sum(axis=0))
         else:
-            rates = theta @ phi
-            loglik = _private_sweep(X, theta, phi, rates, noise_pos, noise_neg, alpha,
+            np.matmul(theta, phi_t.T, out=rates)
+            loglik = _private_sweep(X, theta, phi_t, rates, noise_pos, noise_neg, alpha,
                                     kernel_seed, sweep, row_totals, col_totals_chunks,
                                     with_loglik)
-        col_totals = col_totals_chunks.sum(axis=0)
-        phi = rng.gamma(phi_prior_shape[:, None] + col_totals) / (
-            phi_prior_rate + theta.sum(axis=0))[:, None]
-        np.maximum(phi, _FACTOR_FLOOR, out=phi)
+        col_totals_t = col_totals_chunks[0] if n_chunks == 1 else col_totals_chunks.sum(axis=0)
+        phi_t = rng.gamma(phi_prior_shape + col_totals_t) / (
+            phi_prior_rate + theta.sum(axis=0))
+        np.maximum(phi_t, _FACTOR_FLOOR, out=phi_t)
+        phi = phi_t.T
         theta = rng.gamma(theta_prior_shape + row_totals) / (
-            theta_prior_rate + phi.sum(axis=1))
+            theta_prior_rate + phi_t.sum(axis=0))
         np.maximum(theta, _FACTOR_FLOOR, out=theta)
         if sweep >= n_burn_in:
             theta_sum += theta
