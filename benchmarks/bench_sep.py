@@ -90,6 +90,7 @@ LARGE = {
     "protein-tertiary-structure",
 }
 N_PASSES = 40
+SECTIONS = ("linear", "mlp", "private", "private-linear", "sweep", "speed", "dpsgd")
 # Splits per set in probabilistic backpropagation's protocol (20; protein 5).
 PROTOCOL_SPLITS = {"protein-tertiary-structure": 5}
 BOUNDS_WIDENING = 0.05
@@ -133,6 +134,8 @@ def public_bounds(values):
     """Min and max over the whole file, widened by 5% of the range each side."""
     lower, upper = values.min(axis=0), values.max(axis=0)
     margin = BOUNDS_WIDENING * np.where(upper > lower, upper - lower, 1.0)
+    if values.ndim == 1:
+        return float(lower - margin), float(upper + margin)
     return lower - margin, upper + margin
 
 
@@ -198,8 +201,6 @@ def run_uci(names, args, private, clip_norm=1.0):
         n_passes = passes_for(name, args)
         if private:
             bounds_X, bounds_y = public_bounds(X), public_bounds(y)
-            bounds_X = (bounds_X[0], bounds_X[1])
-            bounds_y = (float(bounds_y[0]), float(bounds_y[1]))
         rows = []
         for seed in range(splits_for(name, args)):
             train, test = split(len(y), seed)
@@ -452,8 +453,8 @@ def section_sweep(args):
             epsilon=1.0,
             delta=DELTA,
             clip_norm=clip_norm,
-            bounds_X=(bounds_X[0], bounds_X[1]),
-            bounds_y=(float(bounds_y[0]), float(bounds_y[1])),
+            bounds_X=bounds_X,
+            bounds_y=bounds_y,
             max_iter=N_PASSES,
             random_state=0,
         )
@@ -595,8 +596,8 @@ def section_dpsgd(args, names, reference):
     print()
 
 
-def section_private_linear(args):
-    names = [name for name in args.datasets or list(DATASETS) if name in LARGE]
+def section_private_linear(args, names):
+    names = [name for name in names if name in LARGE]
     print(
         f"== private-linear: linear SEP at epsilon=1, delta={DELTA:g}, clip_norm=1.0, "
         "same bounds as private, first 3 splits =="
@@ -612,8 +613,7 @@ def section_private_linear(args):
     print("-" * len(header))
     for name in names:
         X, y = load_uci(name)
-        lower_X, upper_X = public_bounds(X)
-        lower_y, upper_y = public_bounds(y)
+        bounds_X, bounds_y = public_bounds(X), public_bounds(y)
         rmses = {"non-private": [], "inferred": [], "given": []}
         for seed in range(min(3, splits_for(name, args))):
             train, test = split(len(y), seed)
@@ -632,8 +632,8 @@ def section_private_linear(args):
                     epsilon=1.0,
                     delta=DELTA,
                     clip_norm=1.0,
-                    bounds_X=(lower_X, upper_X),
-                    bounds_y=(float(lower_y), float(upper_y)),
+                    bounds_X=bounds_X,
+                    bounds_y=bounds_y,
                     noise_variance=noise_variance,
                     random_state=seed,
                 )
@@ -678,8 +678,8 @@ def section_speed(args):
         clip_norm=1.0,
         max_iter=1,
         random_state=0,
-        bounds_X=(bounds_X[0], bounds_X[1]),
-        bounds_y=(float(bounds_y[0]), float(bounds_y[1])),
+        bounds_X=bounds_X,
+        bounds_y=bounds_y,
     ).fit(X[:200], y[:200])
     print(
         f"warm-up fits on 200 rows (numba compile or cache load, excluded below): "
@@ -741,8 +741,8 @@ def section_speed(args):
                 epsilon=1.0,
                 delta=DELTA,
                 clip_norm=1.0,
-                bounds_X=(bounds_X[0], bounds_X[1]),
-                bounds_y=(float(bounds_y[0]), float(bounds_y[1])),
+                bounds_X=bounds_X,
+                bounds_y=bounds_y,
                 batch_size=auto_batch,
                 max_iter=N_PASSES,
                 random_state=0,
@@ -824,15 +824,7 @@ def main(argv=None):
         help="splits per set of the dpsgd section",
     )
     args = parser.parse_args(argv)
-    all_sections = [
-        "linear",
-        "mlp",
-        "private",
-        "private-linear",
-        "sweep",
-        "speed",
-        "dpsgd",
-    ]
+    all_sections = list(SECTIONS)
     unknown = set(args.sections) - set(all_sections)
     if unknown:
         parser.error(f"unknown sections {sorted(unknown)}; choose from {all_sections}")
@@ -860,14 +852,7 @@ def main(argv=None):
         f"threads: numba {numba.get_num_threads()}, BLAS 1 (threadpoolctl); "
         f"python {sys.version.split()[0]}, numpy {np.__version__}"
     )
-    uci_sections = {
-        "mlp",
-        "private",
-        "private-linear",
-        "sweep",
-        "speed",
-        "dpsgd",
-    } & set(sections)
+    uci_sections = set(sections) - {"linear"}
     if uci_sections and not UCI.exists():
         print(f"{UCI} not found: skipping {sorted(uci_sections)}")
         sections = [s for s in sections if s not in uci_sections]
@@ -893,7 +878,7 @@ def main(argv=None):
             elif section == "dpsgd":
                 section_dpsgd(args, names, reference)
             elif section == "private-linear":
-                section_private_linear(args)
+                section_private_linear(args, names)
             print(f"[{section}: {time.perf_counter() - start:.1f} s]\n", flush=True)
             if args.save_json is not None and saved:
                 args.save_json.write_text(json.dumps(saved, indent=1))

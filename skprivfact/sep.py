@@ -14,6 +14,7 @@ from sklearn.base import (
 )
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.random import sample_without_replacement
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._pbp_kernels import mlp_predictive_moments, mlp_sites, noise_sites
@@ -387,7 +388,13 @@ def _fit_sep(
     delta,
     verbose,
 ):
-    """Run (DP-)SEP; returns the averaged factor, the last factor and the step count.
+    """Run (DP-)SEP.
+
+    Returns the average of the released factors over the last
+    ``averaging_fraction`` of the updates, the number of updates, and the std
+    of the privacy noise in each natural parameter of the posterior built from
+    that average (``n_samples`` times the factor's, unweighted coordinates;
+    0 without noise).
 
     Each update: Poisson batch at ``sample_rate``; sites at the cavity, each
     clipped to ``clip_norm``; damped update of the factor and clip; Gaussian
@@ -405,7 +412,7 @@ def _fit_sep(
         factor = _clip_vector(factor, clip_norm)
     steps_per_pass = max(1, math.ceil(1.0 / sample_rate))
     n_steps = n_passes * steps_per_pass
-    first_averaged = n_steps - max(1, int(round(averaging_fraction * n_steps)))
+    first_averaged = n_steps - max(1, round(averaging_fraction * n_steps))
     factor_sum = np.zeros_like(factor)
     noise_std = (
         noise_multiplier * 2.0 * damping * clip_norm / n_samples if noise_multiplier > 0 else 0.0
@@ -430,7 +437,10 @@ def _fit_sep(
                 cavity = prior + (n_samples - 1) * factor
         if sample_rate < 1.0:
             batch_size = random_state.binomial(n_samples, sample_rate)
-            batch = np.sort(random_state.choice(n_samples, size=batch_size, replace=False))
+            # O(batch) draw; RandomState.choice would permute all the rows.
+            batch = np.sort(
+                sample_without_replacement(n_samples, batch_size, random_state=random_state)
+            )
         else:
             batch = np.arange(n_samples)
         if batch.size:

@@ -24,9 +24,9 @@ from skprivfact.accounting import (
     geometric_epsilon,
     rdp_to_epsilon,
 )
+from skprivfact.utils._testing import dp_accounting_epsilon
 
 dp_accounting = pytest.importorskip("dp_accounting")
-from dp_accounting import dp_event  # noqa: E402
 from dp_accounting.gaussian_mechanism import get_epsilon_gaussian  # noqa: E402
 from dp_accounting.pld import privacy_loss_distribution  # noqa: E402
 from dp_accounting.rdp import rdp_privacy_accountant  # noqa: E402
@@ -40,15 +40,6 @@ STEPS = (1, 10, 100, 10_000, 100_000)
 DELTAS = (1e-5, 1e-8)
 # The upper side: at most this far above dp-accounting's RDP epsilon.
 RDP_RTOL = 1e-3
-
-
-def _reference_rdp_epsilon(noise_multiplier, sample_rate, steps, delta):
-    accountant = rdp_privacy_accountant.RdpAccountant()
-    event = dp_event.GaussianDpEvent(noise_multiplier)
-    if sample_rate < 1:
-        event = dp_event.PoissonSampledDpEvent(sample_rate, event)
-    accountant.compose(event, steps)
-    return accountant.get_epsilon(delta)
 
 
 def _pld_lower_epsilons(noise_multiplier, sample_rate, steps, deltas):
@@ -89,7 +80,7 @@ def grid_comparison():
                     steps=steps,
                     delta=delta,
                     ours=accountant.get_epsilon(delta),
-                    rdp_reference=_reference_rdp_epsilon(
+                    rdp_reference=dp_accounting_epsilon(
                         noise_multiplier, sample_rate, steps, delta
                     ),
                     pld_lower=pld_lower,
@@ -234,7 +225,7 @@ def test_calibration_round_trip(target_epsilon, delta, sample_rate, steps):
     less = RDPAccountant().compose(sigma / (1 + 1e-3), sample_rate, steps)
     assert less.get_epsilon(delta) > target_epsilon
     # At most the noise dp-accounting's RDP accountant would need.
-    reference = _reference_rdp_epsilon(sigma * (1 + 2e-3), sample_rate, steps, delta)
+    reference = dp_accounting_epsilon(sigma * (1 + 2e-3), sample_rate, steps, delta)
     assert reference <= target_epsilon * (1 + RDP_RTOL) or sample_rate == 1.0
 
 

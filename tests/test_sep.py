@@ -1,6 +1,5 @@
 """Tests of skprivfact.sep: DPSEPRegressor and its probabilistic-backpropagation kernels."""
 
-import logging
 import math
 import pickle
 import warnings
@@ -19,7 +18,7 @@ from skprivfact._pbp_kernels import mlp_predictive_moments, mlp_sites, noise_sit
 from skprivfact.accounting import calibrate_noise_multiplier
 from skprivfact.exceptions import PrivacyLeakWarning
 from skprivfact.sep import DPSEPRegressor
-from skprivfact.utils._testing import gaussian_kl
+from skprivfact.utils._testing import dp_accounting_epsilon, gaussian_kl
 
 INF = float("inf")
 
@@ -467,10 +466,6 @@ def test_one_accountant_step_per_update(batch_size):
 @pytest.mark.parametrize("batch_size", ["auto", 40])
 def test_privacy_spent_matches_dp_accounting(batch_size):
     pytest.importorskip("dp_accounting")
-    from dp_accounting import dp_event
-    from dp_accounting.rdp import rdp_privacy_accountant
-
-    logging.getLogger("absl").setLevel(logging.ERROR)
     X, y = make_linear(400)
     reg = DPSEPRegressor(
         epsilon=0.8,
@@ -482,12 +477,9 @@ def test_privacy_spent_matches_dp_accounting(batch_size):
         bounds_y=BOUNDS_Y,
         random_state=0,
     ).fit(X, y)
-    event = dp_event.GaussianDpEvent(reg.noise_multiplier_)
-    if reg.sample_rate_ < 1:
-        event = dp_event.PoissonSampledDpEvent(reg.sample_rate_, event)
-    reference = rdp_privacy_accountant.RdpAccountant()
-    reference.compose(event, reg.n_steps_)
-    expected = reference.get_epsilon(1e-6)
+    expected = dp_accounting_epsilon(
+        reg.noise_multiplier_, reg.sample_rate_, reg.n_steps_, 1e-6
+    )
     assert reg.privacy_spent_ == (pytest.approx(expected, rel=1e-2), 1e-6)
     # Our grid of orders is finer, so we may be slightly below, never above.
     assert reg.privacy_spent_[0] <= expected * (1 + 1e-3)
@@ -544,10 +536,12 @@ def test_missing_bounds_warn_only_when_private():
 
 def test_batches_are_poisson_samples(monkeypatch):
     sizes = []
+    first_columns = []
     original = sep._LinearModel.sites
 
     def recording(self, X, y, cavity, noise_std=0.0):
         sizes.append(X.shape[0])
+        first_columns.append(X[:, 0].copy())
         return original(self, X, y, cavity, noise_std)
 
     monkeypatch.setattr(sep._LinearModel, "sites", recording)
@@ -566,6 +560,16 @@ def test_batches_are_poisson_samples(monkeypatch):
     # Binomial(100, 0.1): mean 10, variance 9. Five standard errors.
     assert abs(sizes.mean() - 10) < 5 * math.sqrt(9 / sizes.size)
     assert abs(sizes.var() / 9 - 1) < 5 * math.sqrt(2 / sizes.size)
+    # Without replacement, and every row equally likely: each row (told apart
+    # by its scaled first feature, distinct here) is drawn Binomial(2000, 0.1)
+    # times, mean 200 and variance 180.
+    rows = np.unique((X[:, 0] - 1.0) / 2.0)
+    assert rows.size == 100
+    for column in first_columns:
+        assert np.unique(column).size == column.size
+    counts = np.array([np.sum(np.concatenate(first_columns) == row) for row in rows])
+    statistic = np.sum((counts - 200) ** 2 / 180)
+    assert stats.chi2.sf(statistic, df=100) > 1e-4
 
 
 # 4. scikit-learn contract ----------------------------------------------------
