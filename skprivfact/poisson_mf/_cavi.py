@@ -7,7 +7,7 @@ absolute relative change of the objective.
 q(theta_dk) = Gamma(theta_shape, theta_rate), q(phi_kv) = Gamma(phi_shape,
 phi_rate) and, with noise, q(lambda+-_dv) = Gamma(shape, rate 1/alpha). The
 per-entry work is one fused numba kernel; everything that is a matrix product
-goes to BLAS.
+goes to BLAS, in single precision for the noisy sweep (``PRODUCT_DTYPE``).
 """
 
 import functools
@@ -48,6 +48,14 @@ def blas_single_threaded(solver):
 # start the sub-count totals are nearly uniform over rows, their best gamma
 # prior is a point mass, and the point mass then holds every row in place.
 EB_WARM_UP_SWEEPS = 20
+
+# The dense products of the noisy sweep (the mean, variance and geometric
+# mean of mu, and the two sums of the sub-count ratios) run in single
+# precision: half the time and memory traffic of double, and their rounding
+# (relative 1e-7 per term, all terms positive) is far below the variational
+# approximation's error. Everything else, and the clean sparse sweep, stays
+# in double.
+PRODUCT_DTYPE = np.float32
 
 # Floor for geometric expectations: exp(psi(shape)) underflows for shapes far
 # below 1e-2, and a zero would divide the sub-count ratios.
@@ -272,22 +280,28 @@ def _sub_count_totals(X, alpha, theta_shape, theta_rate, phi_shape, phi_rate,
         workspace = {}
     if "mean_mu" not in workspace:
         for name in ("mean_mu", "var_mu", "geo_mu"):
-            workspace[name] = np.empty(X.shape)
+            workspace[name] = np.empty(X.shape, dtype=PRODUCT_DTYPE)
         workspace["rows"] = np.empty((numba.config.NUMBA_NUM_THREADS, 6, X.shape[1]))
-    mean_mu = np.matmul(theta_mean, phi_mean, out=workspace["mean_mu"])
+
+    def single(a):
+        return a.astype(PRODUCT_DTYPE, copy=False)
+
+    theta_geo_single, phi_geo_single = single(theta_geo), single(phi_geo)
+    mean_mu = np.matmul(single(theta_mean), single(phi_mean), out=workspace["mean_mu"])
     # Var[sum_k theta phi] = Var_t @ (Var_p + E_p^2) + E_t^2 @ Var_p: one product
-    # with the blocks stacked along K.
+    # with the blocks stacked along K; every term is positive, so single
+    # precision loses nothing to cancellation.
     var_mu = np.matmul(
-        np.hstack([theta_var, theta_mean**2]),
-        np.vstack([phi_var + phi_mean**2, phi_var]),
+        single(np.hstack([theta_var, theta_mean**2])),
+        single(np.vstack([phi_var + phi_mean**2, phi_var])),
         out=workspace["var_mu"],
     )
-    geo_mu = np.matmul(theta_geo, phi_geo, out=workspace["geo_mu"])
+    geo_mu = np.matmul(theta_geo_single, phi_geo_single, out=workspace["geo_mu"])
     _private_entry_update(X, mean_mu, var_mu, geo_mu, pos_shape, neg_shape, alpha,
                           use_mean, workspace["rows"])
     ratio = mean_mu
-    row_totals = theta_geo * (ratio @ phi_geo.T)
-    col_totals = phi_geo * (theta_geo.T @ ratio) if need_columns else None
+    row_totals = theta_geo * (ratio @ phi_geo_single.T)
+    col_totals = phi_geo * (theta_geo_single.T @ ratio) if need_columns else None
     return row_totals, col_totals
 
 
