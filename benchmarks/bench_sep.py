@@ -3,7 +3,7 @@
 Run from the project root (with the package installed, or ``PYTHONPATH=.``)::
 
     python benchmarks/bench_sep.py [linear] [mlp] [private] [private-linear]
-        [sweep] [speed] [dpsgd]
+        [sweep] [noise] [speed] [dpsgd]
         [--datasets kin8nm power-plant ...] [--n-splits N] [--protein-passes 40]
         [--save-json PATH] [--reference-json PATH] [--numba-threads 1]
         [--dpsgd-grid small|wide] [--dpsgd-splits 3]
@@ -26,6 +26,12 @@ private-linear
          linear SEP at epsilon = 1 on the sets with n >= 8000 (3 splits), with
          the noise level inferred and with it given, against no privacy
 sweep    clip_norm in {0.3, 1, 3, 10} at epsilon = 1 on one split of kin8nm
+noise    why the network loses accuracy under noise: the std of the privacy
+         noise in each natural parameter of the posterior (the averaged factor
+         times n), per unit of clip_norm, over batch sizes, passes and damping
+         at epsilon = 1 (computed from the accountant, no fit); then, on one
+         split of kin8nm, the weights' median posterior precision without
+         clipping, with clipping alone and at epsilon = 1, beside that noise
 dpsgd    a reference for what epsilon = 1 costs a network of the same size
          trained another way: DP-SGD (Poisson batches, per-example gradient
          clipping, Gaussian noise calibrated with the same accountant, Adam) on
@@ -66,7 +72,7 @@ from sklearn.neural_network import MLPRegressor
 from threadpoolctl import threadpool_limits
 
 from skprivfact.accounting import calibrate_noise_multiplier
-from skprivfact.sep import DPSEPRegressor
+from skprivfact.sep import DPSEPRegressor, _factor_noise_std
 from skprivfact.utils._testing import gaussian_kl
 
 UCI = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "uci"
@@ -90,7 +96,16 @@ LARGE = {
     "protein-tertiary-structure",
 }
 N_PASSES = 40
-SECTIONS = ("linear", "mlp", "private", "private-linear", "sweep", "speed", "dpsgd")
+SECTIONS = (
+    "linear",
+    "mlp",
+    "private",
+    "private-linear",
+    "sweep",
+    "noise",
+    "speed",
+    "dpsgd",
+)
 # Splits per set in probabilistic backpropagation's protocol (20; protein 5).
 PROTOCOL_SPLITS = {"protein-tertiary-structure": 5}
 BOUNDS_WIDENING = 0.05
@@ -463,6 +478,67 @@ def section_sweep(args):
             f"{clip_norm:>10g}{row['rmse']:>10.4g}{row['ll']:>10.4g}"
             f"{row['noise_multiplier']:>10.4g}{row['epsilon_spent']:>11.4g}"
             f"{row['seconds']:>8.1f}"
+        )
+    print()
+
+
+def section_noise(args):
+    X, y = load_uci("kin8nm")
+    train, test = split(len(y), 0)
+    n_samples = len(train)
+    print(
+        "== noise: std of the privacy noise in each natural parameter of the posterior, "
+        f"per unit of clip_norm (epsilon=1, delta={DELTA:g}, n = {n_samples}, "
+        "averaging_fraction 0.5) =="
+    )
+    dampings = (0.1, 0.5, 1.0)
+    print(
+        f"{'batch':>6}{'passes':>7}{'sigma':>7}"
+        + "".join(f"{f'damping {d:g}':>13}" for d in dampings)
+    )
+    for batch_size in (28, 128, 512, 2048):
+        for n_passes in (10, 40):
+            sample_rate = batch_size / n_samples
+            n_steps = n_passes * math.ceil(1.0 / sample_rate)
+            sigma = calibrate_noise_multiplier(
+                1.0, DELTA, sample_rate=sample_rate, steps=n_steps
+            )
+            first_averaged = n_steps - round(0.5 * n_steps)
+            cells = []
+            for damping in dampings:
+                per_step = sigma * 2.0 * damping / n_samples
+                _, averaged = _factor_noise_std(
+                    per_step, damping * sample_rate, n_steps, first_averaged
+                )
+                cells.append(f"{n_samples * averaged:>13.2f}")
+            print(f"{batch_size:>6}{n_passes:>7}{sigma:>7.2f}" + "".join(cells))
+    print()
+    print("kin8nm split 0, 50 hidden units, defaults; median over the weights of the")
+    print("posterior precision and the privacy noise std in each natural parameter:")
+    bounds_X, bounds_y = public_bounds(X), public_bounds(y)
+    runs = {
+        "no clipping, no noise": {"epsilon": INF, "clip_norm": None},
+        "clip_norm 1, no noise": {"epsilon": INF, "clip_norm": 1.0},
+        "clip_norm 1, epsilon 1": {"epsilon": 1.0, "clip_norm": 1.0},
+    }
+    for label, kwargs in runs.items():
+        estimator = DPSEPRegressor(
+            model="mlp",
+            hidden_units=50,
+            delta=DELTA,
+            bounds_X=bounds_X,
+            bounds_y=bounds_y,
+            max_iter=N_PASSES,
+            random_state=0,
+            **kwargs,
+        )
+        row = fit_and_score(estimator, X, y, train, test)
+        # The posterior's natural parameters before the estimator's shrinkage
+        # of noisy means (weights_variance_ includes that shrinkage).
+        precision = estimator._posterior[: estimator._model.n_weights]
+        print(
+            f"  {label:<24} precision {np.median(precision):9.1f}   noise std "
+            f"{estimator._posterior_noise:6.2f}   test RMSE {row['rmse']:.4g}"
         )
     print()
 
@@ -873,6 +949,8 @@ def main(argv=None):
                 saved["private"] = section_private(args, names, reference)
             elif section == "sweep":
                 section_sweep(args)
+            elif section == "noise":
+                section_noise(args)
             elif section == "speed":
                 section_speed(args)
             elif section == "dpsgd":
