@@ -449,6 +449,21 @@ def section_private(args, names, reference):
     return results
 
 
+def kin8nm_network(bounds_X, bounds_y, **kwargs):
+    """The kin8nm network of the sweep, noise and speed sections: 50 hidden
+    units, 40 passes."""
+    return DPSEPRegressor(
+        model="mlp",
+        hidden_units=50,
+        delta=DELTA,
+        bounds_X=bounds_X,
+        bounds_y=bounds_y,
+        max_iter=N_PASSES,
+        random_state=0,
+        **kwargs,
+    )
+
+
 def section_sweep(args):
     print("== sweep: clip_norm at epsilon=1 on kin8nm, split 0 ==")
     print(
@@ -462,17 +477,7 @@ def section_sweep(args):
         f"{'clip_norm':>10}{'RMSE':>10}{'LL':>10}{'sigma':>10}{'eps spent':>11}{'fit s':>8}"
     )
     for clip_norm in SWEEP_CLIP_NORMS:
-        estimator = DPSEPRegressor(
-            model="mlp",
-            hidden_units=50,
-            epsilon=1.0,
-            delta=DELTA,
-            clip_norm=clip_norm,
-            bounds_X=bounds_X,
-            bounds_y=bounds_y,
-            max_iter=N_PASSES,
-            random_state=0,
-        )
+        estimator = kin8nm_network(bounds_X, bounds_y, epsilon=1.0, clip_norm=clip_norm)
         row = fit_and_score(estimator, X, y, train, test)
         print(
             f"{clip_norm:>10g}{row['rmse']:>10.4g}{row['ll']:>10.4g}"
@@ -522,16 +527,7 @@ def section_noise(args):
         "clip_norm 1, epsilon 1": {"epsilon": 1.0, "clip_norm": 1.0},
     }
     for label, kwargs in runs.items():
-        estimator = DPSEPRegressor(
-            model="mlp",
-            hidden_units=50,
-            delta=DELTA,
-            bounds_X=bounds_X,
-            bounds_y=bounds_y,
-            max_iter=N_PASSES,
-            random_state=0,
-            **kwargs,
-        )
+        estimator = kin8nm_network(bounds_X, bounds_y, **kwargs)
         row = fit_and_score(estimator, X, y, train, test)
         # The posterior's natural parameters before the estimator's shrinkage
         # of noisy means (weights_variance_ includes that shrinkage).
@@ -778,14 +774,8 @@ def section_speed(args):
         sep_seconds = {}
         for batch in [auto_batch, 32] if auto_batch != 32 else [32]:
             sep, sep_times, _ = median_seconds(
-                lambda batch=batch: DPSEPRegressor(
-                    model="mlp",
-                    hidden_units=50,
-                    epsilon=INF,
-                    clip_norm=None,
-                    batch_size=batch,
-                    max_iter=N_PASSES,
-                    random_state=0,
+                lambda batch=batch: kin8nm_network(
+                    None, None, epsilon=INF, clip_norm=None, batch_size=batch
                 ),
                 X,
                 y,
@@ -811,17 +801,8 @@ def section_speed(args):
                 f"{', '.join(f'{t:.2f}' for t in mlp_times)}; {mlp_fitted.n_iter_})"
             )
         private, private_times, _ = median_seconds(
-            lambda: DPSEPRegressor(
-                model="mlp",
-                hidden_units=50,
-                epsilon=1.0,
-                delta=DELTA,
-                clip_norm=1.0,
-                bounds_X=bounds_X,
-                bounds_y=bounds_y,
-                batch_size=auto_batch,
-                max_iter=N_PASSES,
-                random_state=0,
+            lambda: kin8nm_network(
+                bounds_X, bounds_y, epsilon=1.0, clip_norm=1.0, batch_size=auto_batch
             ),
             X,
             y,
