@@ -31,7 +31,9 @@ noise    why the network loses accuracy under noise: the std of the privacy
          times n), per unit of clip_norm, over batch sizes, passes and damping
          at epsilon = 1 (computed from the accountant, no fit); then, on one
          split of kin8nm, the weights' median posterior precision without
-         clipping, with clipping alone and at epsilon = 1, beside that noise
+         clipping, with clipping alone and at epsilon = 1, beside that noise;
+         and the quantiles of the sites' norms at the non-private posterior on
+         kin8nm, naval and power-plant
 dpsgd    a reference for what epsilon = 1 costs a network of the same size
          trained another way: DP-SGD (Poisson batches, per-example gradient
          clipping, Gaussian noise calibrated with the same accountant, Adam) on
@@ -220,21 +222,20 @@ def run_uci(names, args, private, clip_norm=1.0):
         for seed in range(splits_for(name, args)):
             train, test = split(len(y), seed)
             if private:
-                estimator = DPSEPRegressor(
-                    model="mlp",
-                    hidden_units=hidden,
+                estimator = network(
+                    bounds_X,
+                    bounds_y,
+                    hidden,
                     epsilon=1.0,
-                    delta=DELTA,
                     clip_norm=clip_norm,
-                    bounds_X=bounds_X,
-                    bounds_y=bounds_y,
                     max_iter=n_passes,
                     random_state=seed,
                 )
             else:
-                estimator = DPSEPRegressor(
-                    model="mlp",
-                    hidden_units=hidden,
+                estimator = network(
+                    None,
+                    None,
+                    hidden,
                     epsilon=INF,
                     clip_norm=None,
                     max_iter=n_passes,
@@ -449,18 +450,16 @@ def section_private(args, names, reference):
     return results
 
 
-def kin8nm_network(bounds_X, bounds_y, **kwargs):
-    """The kin8nm network of the sweep, noise and speed sections: 50 hidden
-    units, 40 passes."""
+def network(bounds_X, bounds_y, hidden_units=50, **kwargs):
+    """The network model of the benchmark: one hidden layer (50 units by
+    default), 40 passes and seed 0 unless ``kwargs`` say otherwise."""
+    params = {"delta": DELTA, "max_iter": N_PASSES, "random_state": 0, **kwargs}
     return DPSEPRegressor(
         model="mlp",
-        hidden_units=50,
-        delta=DELTA,
+        hidden_units=hidden_units,
         bounds_X=bounds_X,
         bounds_y=bounds_y,
-        max_iter=N_PASSES,
-        random_state=0,
-        **kwargs,
+        **params,
     )
 
 
@@ -477,7 +476,7 @@ def section_sweep(args):
         f"{'clip_norm':>10}{'RMSE':>10}{'LL':>10}{'sigma':>10}{'eps spent':>11}{'fit s':>8}"
     )
     for clip_norm in SWEEP_CLIP_NORMS:
-        estimator = kin8nm_network(bounds_X, bounds_y, epsilon=1.0, clip_norm=clip_norm)
+        estimator = network(bounds_X, bounds_y, epsilon=1.0, clip_norm=clip_norm)
         row = fit_and_score(estimator, X, y, train, test)
         print(
             f"{clip_norm:>10g}{row['rmse']:>10.4g}{row['ll']:>10.4g}"
@@ -527,7 +526,7 @@ def section_noise(args):
         "clip_norm 1, epsilon 1": {"epsilon": 1.0, "clip_norm": 1.0},
     }
     for label, kwargs in runs.items():
-        estimator = kin8nm_network(bounds_X, bounds_y, **kwargs)
+        estimator = network(bounds_X, bounds_y, **kwargs)
         row = fit_and_score(estimator, X, y, train, test)
         # The posterior's natural parameters before the estimator's shrinkage
         # of noisy means (weights_variance_ includes that shrinkage).
@@ -536,6 +535,34 @@ def section_noise(args):
             f"  {label:<24} precision {np.median(precision):9.1f}   noise std "
             f"{estimator._posterior_noise:6.2f}   test RMSE {row['rmse']:.4g}"
         )
+    print()
+    print("norms of the sites at the non-private posterior (no clipping, no noise,")
+    print("the private runs' bounds; split 0, first 2000 training rows), quantiles:")
+    print(f"  {'data set':<26}{'10%':>8}{'50%':>8}{'90%':>8}")
+    for name in ("kin8nm", "naval-propulsion-plant", "power-plant"):
+        X, y = load_uci(name)
+        train, _ = split(len(y), 0)
+        bounds_X, bounds_y = public_bounds(X), public_bounds(y)
+        estimator = network(
+            bounds_X, bounds_y, DATASETS[name][0], epsilon=INF, clip_norm=None
+        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            estimator.fit(X[train], y[train])
+        rows = train[:2000]
+        X_scaled = (
+            np.clip(X[rows], *bounds_X) - estimator.X_offset_
+        ) / estimator.X_scale_
+        y_scaled = (
+            np.clip(y[rows], *bounds_y) - estimator.y_offset_
+        ) / estimator.y_scale_
+        # The fitted factor f = (posterior - prior) / n and its cavity.
+        model = estimator._model
+        prior = model.prior()
+        factor = (estimator._posterior - prior) / len(train)
+        sites = model.sites(X_scaled, y_scaled, prior + (len(train) - 1) * factor)
+        quantiles = np.quantile(np.linalg.norm(sites, axis=1), [0.1, 0.5, 0.9])
+        print(f"  {name:<26}" + "".join(f"{q:>8.1f}" for q in quantiles))
     print()
 
 
@@ -774,7 +801,7 @@ def section_speed(args):
         sep_seconds = {}
         for batch in [auto_batch, 32] if auto_batch != 32 else [32]:
             sep, sep_times, _ = median_seconds(
-                lambda batch=batch: kin8nm_network(
+                lambda batch=batch: network(
                     None, None, epsilon=INF, clip_norm=None, batch_size=batch
                 ),
                 X,
@@ -801,7 +828,7 @@ def section_speed(args):
                 f"{', '.join(f'{t:.2f}' for t in mlp_times)}; {mlp_fitted.n_iter_})"
             )
         private, private_times, _ = median_seconds(
-            lambda: kin8nm_network(
+            lambda: network(
                 bounds_X, bounds_y, epsilon=1.0, clip_norm=1.0, batch_size=auto_batch
             ),
             X,
