@@ -17,6 +17,7 @@ from sklearn.utils.estimator_checks import check_estimator
 
 from skprivfact.datasets import make_poisson_factorization
 from skprivfact.poisson_mf import PrivatePoissonMF
+from skprivfact.poisson_mf import _cavi as cavi
 from skprivfact.poisson_mf._cavi import fit_gamma_prior
 from skprivfact.poisson_mf._mcmc import (
     _binomial,
@@ -61,13 +62,11 @@ def test_private_cavi_beats_naive_and_approaches_clean(synthetic):
 def test_single_precision_products_give_the_double_precision_fit(synthetic, monkeypatch):
     # The noisy sweep's dense products run in float32; a fit must not move
     # from the all-double one by more than rounding carried through the sweeps.
-    from skprivfact.poisson_mf import _cavi
-
     X_noisy = synthetic[1]
     kwargs = dict(epsilon=EPSILON, max_iter=60, tol=0, random_state=0)
     single = PrivatePoissonMF(5, **kwargs)
     single_theta = single.fit_transform(X_noisy)
-    monkeypatch.setattr(_cavi, "PRODUCT_DTYPE", np.float64)
+    monkeypatch.setattr(cavi, "PRODUCT_DTYPE", np.float64)
     double = PrivatePoissonMF(5, **kwargs)
     double_theta = double.fit_transform(X_noisy)
     single_rates = single_theta @ single.components_

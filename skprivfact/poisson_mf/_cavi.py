@@ -255,6 +255,10 @@ def _sparse_ratio(indptr, indices, data, geo_theta, geo_phi_t, out):
             out[idx] = data[idx] / acc
 
 
+def _to_product_dtype(values):
+    return values.astype(PRODUCT_DTYPE, copy=False)
+
+
 def _sub_count_totals(X, alpha, theta_shape, theta_rate, phi_shape, phi_rate,
                       pos_shape, neg_shape, need_columns, use_mean, workspace=None):
     """Expected sub-count totals: per row and component (n_rows, K) and, when
@@ -282,10 +286,7 @@ def _sub_count_totals(X, alpha, theta_shape, theta_rate, phi_shape, phi_rate,
         for name in ("mean_mu", "var_mu", "geo_mu"):
             workspace[name] = np.empty(X.shape, dtype=PRODUCT_DTYPE)
         workspace["rows"] = np.empty((numba.config.NUMBA_NUM_THREADS, 6, X.shape[1]))
-
-    def single(a):
-        return a.astype(PRODUCT_DTYPE, copy=False)
-
+    single = _to_product_dtype
     theta_geo_single, phi_geo_single = single(theta_geo), single(phi_geo)
     mean_mu = np.matmul(single(theta_mean), single(phi_mean), out=workspace["mean_mu"])
     # Var[sum_k theta phi] = Var_t @ (Var_p + E_p^2) + E_t^2 @ Var_p: one product
