@@ -191,14 +191,17 @@ def mlp_sites(X, y, weight_mean, weight_var, n_hidden, noise_shape, noise_rate,
     else:
         used_noise_variance = noise_variance
     sites = np.zeros((n_rows, 2 * n_weights + 2))
+    # scratch shared by the rows (the loop is serial)
+    buffers = np.empty((5, n_hidden))
+    hid_mean = buffers[0]
+    hid_var = buffers[1]
+    cdf = buffers[2]
+    pdf = buffers[3]
+    pre_std = buffers[4]
+    grad_mean = np.empty(n_weights)
+    grad_var = np.empty(n_weights)
     for i in range(n_rows):
         x = X[i]
-        buffers = np.empty((5, n_hidden))
-        hid_mean = buffers[0]
-        hid_var = buffers[1]
-        cdf = buffers[2]
-        pdf = buffers[3]
-        pre_std = buffers[4]
         m_z, v_z = _forward(
             x, weight_mean, weight_var, n_hidden, hid_mean, hid_var, cdf, pdf, pre_std
         )
@@ -206,8 +209,6 @@ def mlp_sites(X, y, weight_mean, weight_var, n_hidden, noise_shape, noise_rate,
         residual = y[i] - m_z
         grad_m_z = residual / total_var
         grad_v_z = 0.5 * (residual * residual / total_var - 1.0) / total_var
-        grad_mean = np.empty(n_weights)
-        grad_var = np.empty(n_weights)
         # Output layer: m_z = s * sum_k w_k h_k and
         # v_z = s^2 sum_k (w_k^2 v_hk + v_wk (h_k^2 + v_hk)), with h = 1, v_h = 0
         # for the bias.

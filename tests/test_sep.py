@@ -486,13 +486,22 @@ def test_privacy_spent_matches_dp_accounting(batch_size):
     assert reg.privacy_spent_[0] <= 0.8
 
 
-def test_private_default_fit_with_learned_prior_runs():
+def test_prior_precision_auto_is_learned_only_without_noise():
     X, y = make_linear(600)
-    reg = DPSEPRegressor(bounds_X=BOUNDS_X, bounds_y=BOUNDS_Y, random_state=0).fit(X, y)
+    private = DPSEPRegressor(bounds_X=BOUNDS_X, bounds_y=BOUNDS_Y, random_state=0).fit(X, y)
     # Under noise "auto" keeps the prior precision at 1: the noise in the
     # released means would otherwise drive it towards zero.
-    assert reg.prior_precision_ == 1.0
-    assert np.all(np.isfinite(reg.coef_))
+    assert private.prior_precision_ == 1.0
+    assert np.all(np.isfinite(private.coef_))
+    clean = DPSEPRegressor(
+        epsilon=INF, bounds_X=BOUNDS_X, bounds_y=BOUNDS_Y, random_state=0
+    ).fit(X, y)
+    # Without noise it is learned: at the end it is (to convergence) the
+    # variational update's fixed point given the returned posterior.
+    assert clean.prior_precision_ != 1.0
+    assert clean.prior_precision_ == pytest.approx(
+        sep._prior_precision_update(clean._model, clean._posterior), rel=1e-6
+    )
 
 
 @pytest.mark.parametrize("model", ["linear", "mlp"])
