@@ -74,7 +74,6 @@ from sklearn.neural_network import MLPRegressor
 from threadpoolctl import threadpool_limits
 
 from skprivfact.accounting import calibrate_noise_multiplier
-from skprivfact.mechanisms import clip_rows
 from skprivfact.sep import DPSEPRegressor, _factor_noise_std
 from skprivfact.utils._testing import gaussian_kl
 
@@ -612,17 +611,22 @@ def dpsgd_mlp(X, y, n_hidden, epsilon, setting, seed):
             residual[:, None],
         ]
         if noise_multiplier > 0:
-            # one row per example, all layers together, clipped by the
-            # library's clip_rows; noise on the sum, over the expected batch
-            flat = np.hstack([g.reshape(len(batch), -1) for g in per_example])
-            noisy = (
-                clip_rows(flat, clip_norm).sum(axis=0)
-                + rng.normal(scale=noise_multiplier * clip_norm, size=flat.shape[1])
-            ) / batch_size
-            sizes = np.cumsum([math.prod(g.shape[1:]) for g in per_example])[:-1]
+            # textbook clipping, min(1, C / norm) per example, all layers
+            # together. The library's clip_rows also guarantees the bound
+            # under rounding (a margin and a certified re-check), which this
+            # unreleased reference does not need: it took 5.0 ms against
+            # 0.22 ms on a 256 x 1101 batch and would slow the grid severalfold
+            norms = np.sqrt(
+                sum((g**2).reshape(len(batch), -1).sum(axis=1) for g in per_example)
+            )
+            keep = np.minimum(1.0, clip_norm / np.maximum(norms, 1e-12))
             grads = [
-                part.reshape(g.shape[1:])
-                for part, g in zip(np.split(noisy, sizes), per_example)
+                (
+                    np.tensordot(keep, g, axes=1)
+                    + rng.normal(scale=noise_multiplier * clip_norm, size=g.shape[1:])
+                )
+                / batch_size
+                for g in per_example
             ]
         else:
             grads = [g.sum(axis=0) / max(1, len(batch)) for g in per_example]
