@@ -3,7 +3,7 @@
 Run from the project root (with the package installed, or ``PYTHONPATH=.``)::
 
     python benchmarks/bench_sep.py [linear] [mlp] [private] [private-linear]
-        [sweep] [noise] [speed] [dpsgd]
+        [sweep] [noise] [floor] [speed] [dpsgd]
         [--datasets kin8nm power-plant ...] [--n-splits N] [--protein-passes 40]
         [--save-json PATH] [--reference-json PATH] [--numba-threads 1]
         [--dpsgd-grid small|wide] [--dpsgd-splits 3]
@@ -34,6 +34,17 @@ noise    why the network loses accuracy under noise: the std of the privacy
          clipping, with clipping alone and at epsilon = 1, beside that noise;
          and the quantiles of the sites' norms at the non-private posterior on
          kin8nm, naval and power-plant
+floor    the best RMSE this form of DP-SEP could reach at epsilon = 1, on kin8nm,
+         naval and power-plant (``--datasets`` picks among the n >= 8000 sets;
+         ``--n-splits``, default 2): first the smallest privacy noise per
+         natural parameter of the posterior over schedules that forget their
+         data-independent start (damping * passes = 3, batch 28 to 2048); then,
+         for clip_norm 0.3 to 30, the test RMSE of clipping without noise and of
+         an oracle that starts from that noise-free posterior and adds only this
+         smallest noise (weights whose noisy precision falls below the prior keep
+         their clean values, the noise level is left clean, and the estimator's
+         shrinkage of noisy means applies). The oracle is optimistic: a real run
+         also computes its sites at noisy cavities and starts from the prior.
 dpsgd    a reference for what epsilon = 1 costs a network of the same size
          trained another way: DP-SGD (Poisson batches, per-example gradient
          clipping, Gaussian noise calibrated with the same accountant, Adam) on
@@ -59,6 +70,7 @@ Without a section name every section runs. The UCI files are read from
 """
 
 import argparse
+import copy
 import itertools
 import json
 import math
@@ -105,6 +117,7 @@ SECTIONS = (
     "private-linear",
     "sweep",
     "noise",
+    "floor",
     "speed",
     "dpsgd",
 )
@@ -112,6 +125,15 @@ SECTIONS = (
 PROTOCOL_SPLITS = {"protein-tertiary-structure": 5}
 BOUNDS_WIDENING = 0.05
 SWEEP_CLIP_NORMS = [0.3, 1.0, 3.0, 10.0]
+# floor section: (damping, passes) with damping * passes = 3 (the start's weight
+# in the factor decays as exp(-damping * passes), to 5% here), batch sizes,
+# clipping norms, noise draws per oracle and default splits per set.
+FLOOR_SCHEDULES = [(0.05, 60), (0.1, 30), (0.2, 15), (0.3, 10), (0.5, 6), (1.0, 3)]
+FLOOR_BATCH_SIZES = (28, 128, 512, 2048)
+FLOOR_CLIP_NORMS = [0.3, 1.0, 3.0, 10.0, 30.0]
+FLOOR_DRAWS = 5
+FLOOR_SPLITS = 2
+FLOOR_DATASETS = ["kin8nm", "naval-propulsion-plant", "power-plant"]
 # DP-SGD settings (expected batch size, epochs, clipping norm, learning rate)
 DPSGD_GRIDS = {
     "small": list(itertools.product([256], [40], [0.1, 1.0], [0.003, 0.01, 0.03])),
@@ -486,6 +508,25 @@ def section_sweep(args):
     print()
 
 
+def posterior_noise(n_samples, batch_size, damping, n_passes):
+    """Std of the privacy noise in each natural parameter of the posterior (the
+    averaged factor times ``n_samples``, averaging_fraction 0.5) per unit of
+    clip_norm at epsilon = 1, and the noise multiplier."""
+    sample_rate = batch_size / n_samples
+    n_steps = n_passes * math.ceil(1.0 / sample_rate)
+    sigma = calibrate_noise_multiplier(
+        1.0, DELTA, sample_rate=sample_rate, steps=n_steps
+    )
+    first_averaged = n_steps - round(0.5 * n_steps)
+    _, averaged = _factor_noise_std(
+        sigma * 2.0 * damping / n_samples,
+        damping * sample_rate,
+        n_steps,
+        first_averaged,
+    )
+    return n_samples * averaged, sigma
+
+
 def section_noise(args):
     X, y = load_uci("kin8nm")
     train, test = split(len(y), 0)
@@ -502,19 +543,10 @@ def section_noise(args):
     )
     for batch_size in (28, 128, 512, 2048):
         for n_passes in (10, 40):
-            sample_rate = batch_size / n_samples
-            n_steps = n_passes * math.ceil(1.0 / sample_rate)
-            sigma = calibrate_noise_multiplier(
-                1.0, DELTA, sample_rate=sample_rate, steps=n_steps
-            )
-            first_averaged = n_steps - round(0.5 * n_steps)
             cells = []
             for damping in dampings:
-                per_step = sigma * 2.0 * damping / n_samples
-                _, averaged = _factor_noise_std(
-                    per_step, damping * sample_rate, n_steps, first_averaged
-                )
-                cells.append(f"{n_samples * averaged:>13.2f}")
+                noise, sigma = posterior_noise(n_samples, batch_size, damping, n_passes)
+                cells.append(f"{noise:>13.2f}")
             print(f"{batch_size:>6}{n_passes:>7}{sigma:>7.2f}" + "".join(cells))
     print()
     print("kin8nm split 0, 50 hidden units, defaults; median over the weights of the")
@@ -564,6 +596,116 @@ def section_noise(args):
         quantiles = np.quantile(np.linalg.norm(sites, axis=1), [0.1, 0.5, 0.9])
         print(f"  {name:<26}" + "".join(f"{q:>8.1f}" for q in quantiles))
     print()
+
+
+def test_rmse(estimator, X, y):
+    return float(np.sqrt(np.mean((estimator.predict(X) - y) ** 2)))
+
+
+def with_posterior_noise(estimator, noise_std, random_state):
+    """A copy of a noise-free network fit whose posterior natural parameters
+    carry Gaussian noise of std ``noise_std``, on the optimistic side: weights
+    whose noisy precision falls below the prior keep their clean natural
+    parameters (a private fit keeps their previous, noisy ones) and the noise
+    Gamma stays clean. Prediction then shrinks the noisy means as a private
+    fit's are."""
+    noisy = copy.deepcopy(estimator)
+    clean = estimator._posterior
+    n_weights = estimator._model.n_weights
+    posterior = clean + random_state.normal(scale=noise_std, size=clean.size)
+    rejected = posterior[:n_weights] < estimator._model.prior()[:n_weights]
+    for block in (slice(0, n_weights), slice(n_weights, 2 * n_weights)):
+        posterior[block][rejected] = clean[block][rejected]
+    posterior[-2:] = clean[-2:]
+    noisy._posterior = posterior
+    noisy._posterior_noise = noise_std
+    return noisy
+
+
+def section_floor(args, names):
+    names = (
+        [name for name in FLOOR_DATASETS if name in names]
+        if args.datasets
+        else FLOOR_DATASETS
+    )
+    n_splits = args.n_splits or FLOOR_SPLITS
+    print(
+        "== floor: the best RMSE of this DP-SEP at epsilon=1 (clipping alone, and an "
+        f"optimistic oracle adding the smallest noise), {n_splits} splits =="
+    )
+    for name in names:
+        X, y = load_uci(name)
+        hidden, _ = DATASETS[name]
+        bounds_X, bounds_y = public_bounds(X), public_bounds(y)
+        n_train = len(split(len(y), 0)[0])
+        floor_noise, schedule = min(
+            (
+                posterior_noise(n_train, batch_size, damping, n_passes)[0],
+                (batch_size, damping, n_passes),
+            )
+            for batch_size in FLOOR_BATCH_SIZES
+            for damping, n_passes in FLOOR_SCHEDULES
+        )
+        print(
+            f"{name} (n = {n_train}): smallest posterior noise {floor_noise:.2f} x clip_norm "
+            f"per natural parameter, at (batch, damping, passes) = {schedule}"
+        )
+        clip_only = {clip_norm: [] for clip_norm in FLOOR_CLIP_NORMS}
+        oracle = {clip_norm: [] for clip_norm in FLOOR_CLIP_NORMS}
+        non_private = []
+        for seed in range(n_splits):
+            train, test = split(len(y), seed)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                estimator = network(
+                    bounds_X,
+                    bounds_y,
+                    hidden,
+                    epsilon=INF,
+                    clip_norm=None,
+                    random_state=seed,
+                )
+                non_private.append(
+                    test_rmse(estimator.fit(X[train], y[train]), X[test], y[test])
+                )
+                for clip_norm in FLOOR_CLIP_NORMS:
+                    estimator = network(
+                        bounds_X,
+                        bounds_y,
+                        hidden,
+                        epsilon=INF,
+                        clip_norm=clip_norm,
+                        random_state=seed,
+                    ).fit(X[train], y[train])
+                    clip_only[clip_norm].append(test_rmse(estimator, X[test], y[test]))
+                    random_state = np.random.RandomState(seed)
+                    oracle[clip_norm].append(
+                        statistics.mean(
+                            test_rmse(
+                                with_posterior_noise(
+                                    estimator, floor_noise * clip_norm, random_state
+                                ),
+                                X[test],
+                                y[test],
+                            )
+                            for _ in range(FLOOR_DRAWS)
+                        )
+                    )
+        reference = statistics.mean(non_private)
+        print(f"  no clipping, no noise: RMSE {reference:.4g}")
+        print(
+            f"  {'clip_norm':>10}{'clip only':>12}{'ratio':>8}{'oracle':>12}{'ratio':>8}"
+        )
+        for clip_norm in FLOOR_CLIP_NORMS:
+            clipped, noisy = (
+                statistics.mean(clip_only[clip_norm]),
+                statistics.mean(oracle[clip_norm]),
+            )
+            print(
+                f"  {clip_norm:>10g}{clipped:>12.4g}{clipped / reference:>8.3f}"
+                f"{noisy:>12.4g}{noisy / reference:>8.3f}"
+            )
+        print(flush=True)
 
 
 def dpsgd_mlp(X, y, n_hidden, epsilon, setting, seed):
@@ -855,7 +997,7 @@ def main(argv=None):
     parser.add_argument(
         "sections",
         nargs="*",
-        help="linear, mlp, private, private-linear, sweep, speed, dpsgd (default: all)",
+        help=f"one or more of {', '.join(SECTIONS)} (default: all)",
     )
     parser.add_argument(
         "--datasets",
@@ -964,6 +1106,8 @@ def main(argv=None):
                 section_sweep(args)
             elif section == "noise":
                 section_noise(args)
+            elif section == "floor":
+                section_floor(args, names)
             elif section == "speed":
                 section_speed(args)
             elif section == "dpsgd":

@@ -44,13 +44,21 @@ _PRIOR_PRECISION_RATE = 6.0
 # the rows' own cost on large ones.
 _AUTO_MLP_BATCH_SIZE = 32
 _AUTO_MLP_ROWS_PER_UPDATE = 256
+# Under noise, batch_size="auto" of the network model is n_samples //
+# _AUTO_PRIVATE_MLP_ROWS_PER_UPDATE, between 1 and _AUTO_PRIVATE_MLP_BATCH_SIZE:
+# with the small private damping, fewer and larger updates reach the same
+# noise (the noise section of benchmarks/bench_sep.py) in less time.
+_AUTO_PRIVATE_MLP_BATCH_SIZE = 128
+_AUTO_PRIVATE_MLP_ROWS_PER_UPDATE = 32
 # Under damping="auto", batches of the network model of up to this many rows
-# update at full weight; larger ones at weight this / batch_size.
+# update at full weight without noise; larger ones at weight this / batch_size.
 _AUTO_MLP_FULL_DAMPING_ROWS = 16
-# damping="auto" of the linear model under noise: its full-batch updates all
-# aim at the same fixed point, so a small damping averages the noise of about
-# 1 / damping releases in the factor the next sites are computed at.
-_AUTO_LINEAR_PRIVATE_DAMPING = 0.1
+# damping="auto" of both models under noise: the factor then averages the
+# noise of about 1 / damping passes' releases (the network model; full
+# batches of the linear model: releases) in the cavity the next sites are
+# computed at, which brings the network's posterior noise close to its floor
+# over schedules (the floor section of benchmarks/bench_sep.py).
+_AUTO_PRIVATE_DAMPING = 0.1
 # Range of the noise precision (scaled units) that weights the linear model's
 # Gamma coordinates in the released vector (_LinearModel.release_weights).
 _RELEASE_TAU_MIN = 1.0
@@ -558,19 +566,24 @@ class DPSEPRegressor(
         with ``epsilon=float("inf")``.
     damping : float or "auto", default="auto"
         SEP damping ``gamma`` in (0, 1]: each row in a batch replaces
-        ``gamma / n_samples`` of the factor. "auto" is, for ``"linear"``, 1
-        (plain SEP, exact in one full-batch update) without noise and 0.1
-        under noise, so that the factor averages about ten noisy releases
-        (on power-plant at ``epsilon=1`` the test RMSE went from 7.6 to 4.8;
-        4.6 without privacy); for ``"mlp"`` it is ``min(1, 16 /
-        batch_size)``: the rows of a batch all update from the same cavity,
-        and beyond about 16 such updates at full weight the network
-        occasionally ran away on the UCI benchmarks (2 of 40 fits at batch
-        size 32), which damping 0.5 cured.
+        ``gamma / n_samples`` of the factor. "auto" is 0.1 under noise (both
+        models), so that the factor the sites are computed at averages the
+        noise of about ten passes' releases: on power-plant at ``epsilon=1``
+        the network's test RMSE went from 4.70 (damping 0.57) to 4.51 and the
+        linear model's from 7.6 to 4.8, against 4.08 and 4.6 without privacy.
+        Without noise it is 1 for ``"linear"`` (plain SEP, exact in one
+        full-batch update) and ``min(1, 16 / batch_size)`` for ``"mlp"``: the
+        rows of a batch all update from the same cavity, and beyond about 16
+        such updates at full weight the network occasionally ran away on the
+        UCI benchmarks (2 of 40 fits at batch size 32), which damping 0.5
+        cured; a small damping there only slows the fit.
     batch_size : int or "auto", default="auto"
         Expected batch size (Poisson sampling). "auto" uses every row in every
-        update for ``"linear"`` (whose sites do not depend on the cavity) and
-        ``n_samples // 256`` between 1 and 32 for ``"mlp"``.
+        update for ``"linear"`` (whose sites do not depend on the cavity); for
+        ``"mlp"`` it is ``n_samples // 256`` between 1 and 32 without noise,
+        and ``n_samples // 32`` between 1 and 128 under noise, where the
+        small damping lets fewer, larger updates reach the same noise level
+        in less time.
     max_iter : int, default=40
         Number of passes over the data; a pass is ``ceil(n_samples /
         batch_size)`` updates. The noise is calibrated for this many.
@@ -793,6 +806,11 @@ class DPSEPRegressor(
         if batch_size == "auto":
             if self.model == "linear":
                 batch_size = n_samples
+            elif private:
+                batch_size = min(
+                    _AUTO_PRIVATE_MLP_BATCH_SIZE,
+                    max(1, n_samples // _AUTO_PRIVATE_MLP_ROWS_PER_UPDATE),
+                )
             else:
                 batch_size = min(
                     _AUTO_MLP_BATCH_SIZE, max(1, n_samples // _AUTO_MLP_ROWS_PER_UPDATE)
@@ -800,10 +818,12 @@ class DPSEPRegressor(
         self.sample_rate_ = min(1.0, batch_size / n_samples)
         if self.damping != "auto":
             self.damping_ = float(self.damping)
+        elif private:
+            self.damping_ = _AUTO_PRIVATE_DAMPING
         elif self.model == "mlp":
             self.damping_ = min(1.0, _AUTO_MLP_FULL_DAMPING_ROWS / batch_size)
         else:
-            self.damping_ = _AUTO_LINEAR_PRIVATE_DAMPING if private else 1.0
+            self.damping_ = 1.0
         steps_per_pass = max(1, math.ceil(1.0 / self.sample_rate_))
         self.accountant_ = RDPAccountant()
         if private:

@@ -414,8 +414,9 @@ def test_noise_std_is_multiplier_times_sensitivity(
 def test_privacy_noise_is_the_only_difference_from_clipped_sep(monkeypatch):
     # With the Gaussian draws replaced by zeros, a private fit is exactly the
     # clipped noise-free fit: nothing else depends on epsilon (but the learned
-    # prior precision, which is learned without noise only: fixed here, and
-    # the denoising of the released means, disabled here).
+    # prior precision, which is learned without noise only: fixed here, the
+    # "auto" damping and batch size, given here, and the denoising of the
+    # released means, disabled here).
     monkeypatch.setattr(sep, "_denoise_weights", lambda mean, var, *args: (mean, var))
     X, y = adversarial_data(300)
     params = {
@@ -423,6 +424,7 @@ def test_privacy_noise_is_the_only_difference_from_clipped_sep(monkeypatch):
         "model": "mlp",
         "hidden_units": 3,
         "batch_size": 30,
+        "damping": 0.5,
         "max_iter": 2,
         "bounds_X": (-1, 1),
         "bounds_y": (-1, 1),
@@ -931,22 +933,46 @@ def test_factor_noise_std_matches_simulation():
 
 
 @pytest.mark.parametrize(
-    "params, expected",
+    "params, expected_damping, expected_batch",
     [
-        ({"model": "linear"}, 0.1),
-        ({"model": "mlp", "batch_size": 8}, 1.0),
-        ({"model": "mlp", "batch_size": 32}, 0.5),
-        ({"model": "mlp", "batch_size": 64, "damping": 0.9}, 0.9),
+        ({"model": "linear"}, 0.1, 400),
+        ({"model": "mlp"}, 0.1, 400 // 32),
+        ({"model": "mlp", "batch_size": 8}, 0.1, 8),
+        ({"model": "mlp", "batch_size": 64, "damping": 0.9}, 0.9, 64),
     ],
 )
-def test_auto_damping_and_the_noise_it_sets(params, expected):
+def test_auto_settings_under_noise_and_the_noise_they_set(
+    params, expected_damping, expected_batch
+):
     X, y = make_linear(400)
     rng = RecordingRandomState(0)
     reg = DPSEPRegressor(
         hidden_units=2, max_iter=1, bounds_X=BOUNDS_X, bounds_y=BOUNDS_Y,
         random_state=rng, **params,
     ).fit(X, y)
-    assert reg.damping_ == expected
+    assert reg.damping_ == expected_damping
+    assert reg.sample_rate_ == expected_batch / 400
     assert len(rng.noise_calls) == reg.n_steps_
     for scale, _ in rng.noise_calls:
-        assert scale == pytest.approx(reg.noise_multiplier_ * 2 * expected / 400, rel=1e-12)
+        assert scale == pytest.approx(
+            reg.noise_multiplier_ * 2 * expected_damping / 400, rel=1e-12
+        )
+
+
+@pytest.mark.parametrize(
+    "params, expected_damping, expected_batch",
+    [
+        ({"model": "linear"}, 1.0, 400),
+        ({"model": "mlp"}, 1.0, 1),
+        ({"model": "mlp", "batch_size": 8}, 1.0, 8),
+        ({"model": "mlp", "batch_size": 32}, 0.5, 32),
+    ],
+)
+def test_auto_settings_without_noise(params, expected_damping, expected_batch):
+    X, y = make_linear(400)
+    reg = DPSEPRegressor(
+        hidden_units=2, max_iter=1, epsilon=np.inf, clip_norm=None, random_state=0,
+        **params,
+    ).fit(X, y)
+    assert reg.damping_ == expected_damping
+    assert reg.sample_rate_ == expected_batch / 400
