@@ -53,12 +53,13 @@ _AUTO_PRIVATE_MLP_ROWS_PER_UPDATE = 32
 # Under damping="auto", batches of the network model of up to this many rows
 # update at full weight without noise; larger ones at weight this / batch_size.
 _AUTO_MLP_FULL_DAMPING_ROWS = 16
-# damping="auto" of both models under noise: the factor then averages the
-# noise of about 1 / damping passes' releases (the network model; full
-# batches of the linear model: releases) in the cavity the next sites are
-# computed at, which brings the network's posterior noise close to its floor
-# over schedules (the floor section of benchmarks/bench_sep.py).
-_AUTO_PRIVATE_DAMPING = 0.1
+# damping="auto" of both models under noise is min(1, this / max_iter): the
+# data-independent start's weight in the factor, exp(-damping * passes), falls
+# to 2%, and the factor the sites are computed at averages the noise of about
+# max_iter / this passes' releases. The smaller the damping, the smaller the
+# noise (the noise and floor sections of benchmarks/bench_sep.py), as long as
+# the factor forgets its start.
+_AUTO_PRIVATE_DAMPING_PASSES = 4.0
 # Range of the noise precision (scaled units) that weights the linear model's
 # Gamma coordinates in the released vector (_LinearModel.release_weights).
 _RELEASE_TAU_MIN = 1.0
@@ -566,11 +567,14 @@ class DPSEPRegressor(
         with ``epsilon=float("inf")``.
     damping : float or "auto", default="auto"
         SEP damping ``gamma`` in (0, 1]: each row in a batch replaces
-        ``gamma / n_samples`` of the factor. "auto" is 0.1 under noise (both
-        models), so that the factor the sites are computed at averages the
-        noise of about ten passes' releases: on power-plant at ``epsilon=1``
-        the network's test RMSE went from 4.70 (damping 0.57) to 4.51 and the
-        linear model's from 7.6 to 4.8, against 4.08 and 4.6 without privacy.
+        ``gamma / n_samples`` of the factor. "auto" is ``min(1, 4 /
+        max_iter)`` under noise (both models; 0.1 at the default 40 passes):
+        the start's weight in the factor, ``exp(-damping * max_iter)``, falls
+        to 2%, and the factor the sites are computed at averages the noise of
+        about ``max_iter / 4`` passes' releases. On power-plant at
+        ``epsilon=1`` this took the network's test RMSE from 4.70 (damping
+        0.57, batch size 28) to 4.51 (0.1, 128) and the linear model's from
+        7.6 to 4.8, against 4.08 and 4.6 without privacy.
         Without noise it is 1 for ``"linear"`` (plain SEP, exact in one
         full-batch update) and ``min(1, 16 / batch_size)`` for ``"mlp"``: the
         rows of a batch all update from the same cavity, and beyond about 16
@@ -819,7 +823,7 @@ class DPSEPRegressor(
         if self.damping != "auto":
             self.damping_ = float(self.damping)
         elif private:
-            self.damping_ = _AUTO_PRIVATE_DAMPING
+            self.damping_ = min(1.0, _AUTO_PRIVATE_DAMPING_PASSES / self.max_iter)
         elif self.model == "mlp":
             self.damping_ = min(1.0, _AUTO_MLP_FULL_DAMPING_ROWS / batch_size)
         else:

@@ -935,10 +935,11 @@ def test_factor_noise_std_matches_simulation():
 @pytest.mark.parametrize(
     "params, expected_damping, expected_batch",
     [
-        ({"model": "linear"}, 0.1, 400),
-        ({"model": "mlp"}, 0.1, 400 // 32),
-        ({"model": "mlp", "batch_size": 8}, 0.1, 8),
-        ({"model": "mlp", "batch_size": 64, "damping": 0.9}, 0.9, 64),
+        ({"model": "linear", "max_iter": 40}, 0.1, 400),
+        ({"model": "linear", "max_iter": 2}, 1.0, 400),
+        ({"model": "mlp", "max_iter": 1}, 1.0, 400 // 32),
+        ({"model": "mlp", "batch_size": 100, "max_iter": 8}, 0.5, 100),
+        ({"model": "mlp", "batch_size": 64, "damping": 0.9, "max_iter": 1}, 0.9, 64),
     ],
 )
 def test_auto_settings_under_noise_and_the_noise_they_set(
@@ -947,9 +948,9 @@ def test_auto_settings_under_noise_and_the_noise_they_set(
     X, y = make_linear(400)
     rng = RecordingRandomState(0)
     reg = DPSEPRegressor(
-        hidden_units=2, max_iter=1, bounds_X=BOUNDS_X, bounds_y=BOUNDS_Y,
-        random_state=rng, **params,
+        hidden_units=2, bounds_X=BOUNDS_X, bounds_y=BOUNDS_Y, random_state=rng, **params
     ).fit(X, y)
+    # Under noise, "auto" damping is min(1, 4 / max_iter).
     assert reg.damping_ == expected_damping
     assert reg.sample_rate_ == expected_batch / 400
     assert len(rng.noise_calls) == reg.n_steps_
