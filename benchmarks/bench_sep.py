@@ -644,9 +644,7 @@ def network_start(factor):
 
 def section_floor(args, names):
     names = (
-        [name for name in FLOOR_DATASETS if name in names]
-        if args.datasets
-        else FLOOR_DATASETS
+        [name for name in names if name in LARGE] if args.datasets else FLOOR_DATASETS
     )
     n_splits = args.n_splits or FLOOR_SPLITS
     print(

@@ -88,8 +88,6 @@ _SERIES_MAX_TERMS = 40
 _TAIL_CUTOFF = 1e-20
 
 
-
-
 @njit(cache=True, inline="always")
 def _log_exp_digamma(x):
     """(y, s) with exp(psi(x)) = y exp(s), for x > 0, without branches.

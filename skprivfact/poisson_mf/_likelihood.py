@@ -183,28 +183,24 @@ def _noisy_logpmf_row(counts, rates, alpha, log_alpha, log_const, out, buffers):
         term_s[v] = 1.0
         last_s[v] = 1.0
     # the partial sums of r^j / j! and s^j / j! up to j = k, and s^k / k!:
-    # the first two terms in one pass over the row, the rest entry by entry
+    # the terms j = 1 and 2 in one pass over the row, the rest entry by entry
     # for the few larger counts
-    for j in range(1, 3, 2):
-        inv_j = 1.0 / j
-        inv_next = 1.0 / (j + 1)
-        step = float(j)
-        for v in range(n):
-            k = counts[v]
-            r = rates[v] / alpha
-            s = rates[v] * alpha
-            next_r = term_r[v] * r * inv_j
-            next_s = term_s[v] * s * inv_j
-            partial_r = sum_r[v] + (next_r if step <= k else 0.0)
-            partial_s = sum_s[v] + (next_s if step <= k else 0.0)
-            last = next_s if step == k else last_s[v]
-            next_r = next_r * r * inv_next
-            next_s = next_s * s * inv_next
-            term_r[v] = next_r
-            term_s[v] = next_s
-            sum_r[v] = partial_r + (next_r if step + 1.0 <= k else 0.0)
-            sum_s[v] = partial_s + (next_s if step + 1.0 <= k else 0.0)
-            last_s[v] = next_s if step + 1.0 == k else last
+    for v in range(n):
+        k = counts[v]
+        r = rates[v] / alpha
+        s = rates[v] * alpha
+        next_r = term_r[v] * r
+        next_s = term_s[v] * s
+        partial_r = sum_r[v] + (next_r if 1.0 <= k else 0.0)
+        partial_s = sum_s[v] + (next_s if 1.0 <= k else 0.0)
+        last = next_s if k == 1.0 else last_s[v]
+        next_r = next_r * r * 0.5
+        next_s = next_s * s * 0.5
+        term_r[v] = next_r
+        term_s[v] = next_s
+        sum_r[v] = partial_r + (next_r if 2.0 <= k else 0.0)
+        sum_s[v] = partial_s + (next_s if 2.0 <= k else 0.0)
+        last_s[v] = next_s if k == 2.0 else last
     for v in range(n):
         k = counts[v]
         if scalar[v] == 0.0 and k > 2.0:
