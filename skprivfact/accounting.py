@@ -35,7 +35,10 @@ from .utils._validation import check_non_negative_number, check_privacy_params
 
 __all__ = [
     "DEFAULT_ORDERS",
+    "NEIGHBOURING_RELATIONS",
     "RDPAccountant",
+    "PLDAccountant",
+    "make_accountant",
     "compute_rdp",
     "rdp_to_epsilon",
     "calibrate_noise_multiplier",
@@ -58,6 +61,34 @@ DEFAULT_ORDERS = np.unique(
     )
 )
 DEFAULT_ORDERS.setflags(write=False)
+
+# The two neighbouring relations an epsilon can be stated for: adding or
+# removing one record, or replacing one record by another (the number of
+# records is then public).
+NEIGHBOURING_RELATIONS = ("add_remove", "substitution")
+
+# Substitution RDP is computed by quadrature on a grid of this many points per
+# noise standard deviation; the integrand is analytic, so the trapezoid rule's
+# error is far below the allowance added to the result.
+_SUBSTITUTION_POINTS_PER_STD = 8
+_SUBSTITUTION_TAIL_STDS = 14.0
+# Quadrature costs time per order, so substitution RDP is evaluated on this
+# coarser subset of the orders (others count as infinite, which only makes the
+# minimum over orders larger).
+_SUBSTITUTION_ORDERS = frozenset(
+    np.round(
+        np.concatenate(
+            [
+                1.0 + np.arange(1, 10) / 10.0,
+                2.0 + np.arange(0, 19) / 2.0,
+                np.arange(12.0, 65.0),
+                np.arange(80.0, 513.0, 16.0),
+            ]
+        ),
+        12,
+    ).tolist()
+)
+_SUBSTITUTION_LOG_ALLOWANCE = 1e-9
 
 # The conversion to (epsilon, delta) is numerically unstable for orders this
 # close to 1 (and useless there), as in dp-accounting.
@@ -219,14 +250,77 @@ def _rdp_one_step(noise_multiplier, sample_rate, orders):
     return np.maximum(log_a, 0.0) / (orders - 1.0)
 
 
+def _rdp_substitution_one_step(noise_multiplier, sample_rate, orders):
+    """RDP of one Poisson-subsampled Gaussian release under substitution.
+
+    Replacing one record moves its clipped contribution (norm at most 1 in
+    units of the sensitivity) from ``+u`` to ``-u``; projected on ``u`` the two
+    output laws are ``P = (1 - q) N(0, s^2) + q N(1, s^2)`` and
+    ``Q = (1 - q) N(0, s^2) + q N(-1, s^2)``, the pair dp-accounting's
+    ``REPLACE_ONE`` relation uses. By symmetry ``D_a(P||Q) = D_a(Q||P)``; it is
+    ``log int P^a Q^(1-a) dx / (a - 1)``, computed by the trapezoid rule in log
+    space over the whole region holding the integrand's mass (it peaks near
+    ``x = 2a - 1``), plus a small allowance for rounding. With ``q = 1`` it is
+    the Gaussian mechanism of sensitivity 2, ``2 a / s^2``, exactly. Orders
+    outside a coarse subset of at most 512 are dropped (infinite): the minimum
+    over orders is then at most a few percent larger.
+    """
+    sigma = noise_multiplier
+    if sample_rate == 1.0:
+        return 2.0 * orders / sigma**2
+    rdp = np.full(orders.shape, np.inf)
+    log_q, log_1mq = math.log(sample_rate), math.log1p(-sample_rate)
+    step = sigma / _SUBSTITUTION_POINTS_PER_STD
+    for i, order in enumerate(orders):
+        if round(float(order), 12) not in _SUBSTITUTION_ORDERS:
+            continue
+        low = -1.0 - _SUBSTITUTION_TAIL_STDS * sigma
+        high = 2.0 * order + 1.0 + _SUBSTITUTION_TAIL_STDS * sigma
+        x = np.arange(low, high + step, step)
+        log_centre = log_1mq - x * x / (2.0 * sigma**2)
+        log_p = np.logaddexp(log_centre, log_q - (x - 1.0) ** 2 / (2.0 * sigma**2))
+        log_q_density = np.logaddexp(
+            log_centre, log_q - (x + 1.0) ** 2 / (2.0 * sigma**2)
+        )
+        # The Gaussian normalisers cancel: a + (1 - a) = 1.
+        log_integrand = order * log_p + (1.0 - order) * log_q_density
+        log_integral = (
+            special.logsumexp(log_integrand)
+            + math.log(step)
+            - 0.5 * math.log(2.0 * math.pi * sigma**2)
+        )
+        rdp[i] = max(log_integral + _SUBSTITUTION_LOG_ALLOWANCE, 0.0) / (order - 1.0)
+    return rdp
+
+
+def _check_relation(neighbouring_relation):
+    if neighbouring_relation not in NEIGHBOURING_RELATIONS:
+        raise ValueError(
+            f"neighbouring_relation must be one of {NEIGHBOURING_RELATIONS}; got "
+            f"{neighbouring_relation!r}."
+        )
+    return neighbouring_relation
+
+
 @functools.lru_cache(maxsize=512)
-def _cached_rdp_one_step(noise_multiplier, sample_rate, orders_key):
-    rdp = _rdp_one_step(noise_multiplier, sample_rate, np.array(orders_key))
+def _cached_rdp_one_step(noise_multiplier, sample_rate, orders_key, relation="add_remove"):
+    orders = np.array(orders_key)
+    if relation == "substitution" and 0 < noise_multiplier < math.inf:
+        rdp = _rdp_substitution_one_step(noise_multiplier, sample_rate, orders)
+    else:
+        rdp = _rdp_one_step(noise_multiplier, sample_rate, orders)
     rdp.setflags(write=False)
     return rdp
 
 
-def compute_rdp(noise_multiplier, sample_rate=1.0, steps=1, orders=None):
+def compute_rdp(
+    noise_multiplier,
+    sample_rate=1.0,
+    steps=1,
+    orders=None,
+    *,
+    neighbouring_relation="add_remove",
+):
     """Renyi DP of the Poisson-subsampled Gaussian mechanism, composed over steps.
 
     Each step releases a sum over a batch in which every record is included
@@ -246,6 +340,9 @@ def compute_rdp(noise_multiplier, sample_rate=1.0, steps=1, orders=None):
         Number of identical steps composed.
     orders : array-like of float, default=None
         Renyi orders (> 1); :data:`DEFAULT_ORDERS` when None.
+    neighbouring_relation : {"add_remove", "substitution"}, default="add_remove"
+        Whether neighbouring datasets differ by adding or removing one record,
+        or by replacing one (see :func:`_rdp_substitution_one_step`).
 
     Returns
     -------
@@ -260,7 +357,10 @@ def compute_rdp(noise_multiplier, sample_rate=1.0, steps=1, orders=None):
     """
     noise_multiplier, sample_rate, steps = _check_step(noise_multiplier, sample_rate, steps)
     orders = _check_orders(orders)
-    return steps * _rdp_one_step(noise_multiplier, sample_rate, orders)
+    relation = _check_relation(neighbouring_relation)
+    return steps * _cached_rdp_one_step(
+        noise_multiplier, sample_rate, tuple(orders.tolist()), relation
+    )
 
 
 def rdp_to_epsilon(orders, rdp, delta):
@@ -338,11 +438,16 @@ class RDPAccountant:
         Renyi orders (> 1) at which RDP is tracked; :data:`DEFAULT_ORDERS`
         (a superset of dp-accounting's default grid, finer at fractional
         orders and extending to 8192) when None.
+    neighbouring_relation : {"add_remove", "substitution"}, default="add_remove"
+        The relation the epsilon holds for: adding or removing one record, or
+        replacing one record by another.
 
     Attributes
     ----------
     orders : ndarray of shape (n_orders,)
         The Renyi orders tracked.
+    neighbouring_relation : str
+        The relation the epsilon holds for.
 
     See Also
     --------
@@ -358,8 +463,11 @@ class RDPAccountant:
     [(1.1, 0.01, 1000)]
     """
 
-    def __init__(self, orders=None):
+    kind = "rdp"
+
+    def __init__(self, orders=None, neighbouring_relation="add_remove"):
         self.orders = _check_orders(orders)
+        self.neighbouring_relation = _check_relation(neighbouring_relation)
         self._history = []
         # Kept up to date by compose, so that get_epsilon costs the same after
         # one step or after thousands of partial_fit calls.
@@ -390,7 +498,10 @@ class RDPAccountant:
             noise_multiplier, sample_rate, steps
         )
         step_rdp = _cached_rdp_one_step(
-            noise_multiplier, sample_rate, tuple(self.orders.tolist())
+            noise_multiplier,
+            sample_rate,
+            tuple(self.orders.tolist()),
+            self.neighbouring_relation,
         )
         self._total_rdp = self._total_rdp + steps * step_rdp
         self._history.append((noise_multiplier, sample_rate, steps))
@@ -457,6 +568,7 @@ class RDPAccountant:
         """
         new = RDPAccountant.__new__(RDPAccountant)
         new.orders = self.orders
+        new.neighbouring_relation = self.neighbouring_relation
         new._history = list(self._history)
         new._total_rdp = self._total_rdp.copy()
         return new
@@ -468,16 +580,200 @@ class RDPAccountant:
         return self.copy()
 
     def __repr__(self):
-        return f"RDPAccountant(steps={self.steps}, history={self._history!r})"
+        return (
+            f"RDPAccountant(neighbouring_relation={self.neighbouring_relation!r}, "
+            f"steps={self.steps}, history={self._history!r})"
+        )
+
+
+def _import_dp_accounting():
+    try:
+        import dp_accounting  # noqa: F401
+        from dp_accounting.pld import pld_privacy_accountant
+    except ImportError as exc:
+        raise ImportError(
+            'accountant="pld" needs the dp-accounting package: pip install '
+            '"skprivfact[pld]" (or pip install dp-accounting).'
+        ) from exc
+    import logging
+
+    logging.getLogger("absl").setLevel(logging.ERROR)
+    return dp_accounting, pld_privacy_accountant
+
+
+class PLDAccountant:
+    """Tight accountant: privacy loss distributions, from dp-accounting.
+
+    The same interface as :class:`RDPAccountant`; the epsilon is the one
+    Google's ``dp-accounting`` computes from the composed privacy loss
+    distribution with pessimistic rounding (an upper bound on the true
+    epsilon, larger by at most its discretisation error). Steps are recorded
+    as runs of identical releases and the distribution is composed when an
+    epsilon is asked for, so recording a step costs nothing.
+
+    Parameters
+    ----------
+    neighbouring_relation : {"add_remove", "substitution"}, default="add_remove"
+        The relation the epsilon holds for (dp-accounting's
+        ``ADD_OR_REMOVE_ONE`` or ``REPLACE_ONE``).
+    value_discretization_interval : float, default=1e-3
+        Width of the privacy-loss grid; smaller is tighter and slower.
+
+    Attributes
+    ----------
+    neighbouring_relation : str
+        The relation the epsilon holds for.
+
+    Examples
+    --------
+    >>> from skprivfact.accounting import PLDAccountant, RDPAccountant
+    >>> pld = PLDAccountant().compose(1.1, sample_rate=0.01, steps=1000)
+    >>> rdp = RDPAccountant().compose(1.1, sample_rate=0.01, steps=1000)
+    >>> pld.get_epsilon(1e-5) < rdp.get_epsilon(1e-5)
+    True
+    """
+
+    kind = "pld"
+
+    def __init__(self, neighbouring_relation="add_remove", value_discretization_interval=1e-3):
+        _import_dp_accounting()
+        self.neighbouring_relation = _check_relation(neighbouring_relation)
+        self.value_discretization_interval = float(value_discretization_interval)
+        self._history = []
+        self._cache = {}
+
+    def compose(self, noise_multiplier, sample_rate=1.0, steps=1):
+        """Record ``steps`` releases; see :meth:`RDPAccountant.compose`."""
+        noise_multiplier, sample_rate, steps = _check_step(
+            noise_multiplier, sample_rate, steps
+        )
+        if self._history and self._history[-1][:2] == (noise_multiplier, sample_rate):
+            last = self._history.pop()
+            steps += last[2]
+        self._history.append((noise_multiplier, sample_rate, steps))
+        self._cache = {}
+        return self
+
+    @property
+    def history(self):
+        """Steps composed so far, as (noise_multiplier, sample_rate, steps) runs."""
+        return list(self._history)
+
+    @property
+    def steps(self):
+        """Total number of releases composed."""
+        return sum(steps for _, _, steps in self._history)
+
+    def get_privacy_spent(self, delta):
+        """Epsilon spent at ``delta`` (and NaN, for the interface of RDP's order)."""
+        return self.get_epsilon(delta), float("nan")
+
+    def get_epsilon(self, delta):
+        """Epsilon spent at ``delta``: never below the true epsilon.
+
+        Parameters
+        ----------
+        delta : float
+            Target delta in (0, 1).
+
+        Returns
+        -------
+        epsilon : float
+        """
+        check_privacy_params(delta=delta)
+        if not self._history:
+            return 0.0
+        if delta not in self._cache:
+            self._cache[delta] = _pld_epsilon(
+                tuple(self._history),
+                delta,
+                self.neighbouring_relation,
+                self.value_discretization_interval,
+            )
+        return self._cache[delta]
+
+    def copy(self):
+        """Return an independent copy."""
+        new = PLDAccountant.__new__(PLDAccountant)
+        new.neighbouring_relation = self.neighbouring_relation
+        new.value_discretization_interval = self.value_discretization_interval
+        new._history = list(self._history)
+        new._cache = dict(self._cache)
+        return new
+
+    def __copy__(self):
+        return self.copy()
+
+    def __deepcopy__(self, memo):
+        return self.copy()
+
+    def __repr__(self):
+        return (
+            f"PLDAccountant(neighbouring_relation={self.neighbouring_relation!r}, "
+            f"steps={self.steps}, history={self._history!r})"
+        )
+
+
+@functools.lru_cache(maxsize=1024)
+def _pld_epsilon(history, delta, relation, interval):
+    dp_accounting, pld_privacy_accountant = _import_dp_accounting()
+    relations = {
+        "add_remove": dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE,
+        "substitution": dp_accounting.NeighboringRelation.REPLACE_ONE,
+    }
+    accountant = pld_privacy_accountant.PLDAccountant(
+        relations[relation], value_discretization_interval=interval
+    )
+    for noise_multiplier, sample_rate, steps in history:
+        if math.isinf(noise_multiplier):
+            continue
+        if noise_multiplier == 0:
+            return math.inf
+        event = dp_accounting.PoissonSampledDpEvent(
+            sample_rate, dp_accounting.GaussianDpEvent(noise_multiplier)
+        )
+        accountant.compose(event, steps)
+    return max(0.0, float(accountant.get_epsilon(delta)))
+
+
+def make_accountant(accountant="rdp", neighbouring_relation="add_remove"):
+    """A fresh accountant of the given kind.
+
+    Parameters
+    ----------
+    accountant : {"rdp", "pld"}, default="rdp"
+        :class:`RDPAccountant` (no extra dependency) or the tight
+        :class:`PLDAccountant` (needs dp-accounting).
+    neighbouring_relation : {"add_remove", "substitution"}, default="add_remove"
+        The relation its epsilon holds for.
+
+    Returns
+    -------
+    accountant : RDPAccountant or PLDAccountant
+    """
+    if accountant == "rdp":
+        return RDPAccountant(neighbouring_relation=neighbouring_relation)
+    if accountant == "pld":
+        return PLDAccountant(neighbouring_relation=neighbouring_relation)
+    raise ValueError(f'accountant must be "rdp" or "pld"; got {accountant!r}.')
 
 
 def calibrate_noise_multiplier(
-    target_epsilon, delta, sample_rate=1.0, steps=1, *, orders=None, rtol=1e-3
+    target_epsilon,
+    delta,
+    sample_rate=1.0,
+    steps=1,
+    *,
+    orders=None,
+    rtol=1e-3,
+    accountant="rdp",
+    neighbouring_relation="add_remove",
 ):
     """Smallest noise multiplier whose composed releases meet a target epsilon.
 
     Bisection (in log scale) on the noise multiplier: epsilon decreases as the
-    noise grows.
+    noise grows. Results are cached, so estimators that plan the same fit
+    again do not pay for the search again.
 
     Parameters
     ----------
@@ -490,10 +786,15 @@ def calibrate_noise_multiplier(
     steps : int, default=1
         Number of releases.
     orders : array-like of float, default=None
-        Renyi orders; :data:`DEFAULT_ORDERS` when None.
+        Renyi orders of the RDP accountant; :data:`DEFAULT_ORDERS` when None.
     rtol : float, default=1e-3
         Relative precision: the returned ``sigma`` meets the target and
         ``sigma / (1 + rtol)`` does not.
+    accountant : {"rdp", "pld"}, default="rdp"
+        The accountant whose epsilon must meet the target. The tight "pld"
+        gives a smaller multiplier for the same claim.
+    neighbouring_relation : {"add_remove", "substitution"}, default="add_remove"
+        The relation the target epsilon holds for.
 
     Returns
     -------
@@ -508,19 +809,49 @@ def calibrate_noise_multiplier(
     True
     """
     check_privacy_params(epsilon=target_epsilon, delta=delta)
-    _check_step(1.0, sample_rate, steps)
+    noise, sample_rate, steps = _check_step(1.0, sample_rate, steps)
     if not (isinstance(rtol, Real) and 0 < rtol < 1):
         raise ValueError(f"rtol must lie in (0, 1); got {rtol!r}.")
     orders = _check_orders(orders)
+    relation = _check_relation(neighbouring_relation)
+    if accountant not in ("rdp", "pld"):
+        raise ValueError(f'accountant must be "rdp" or "pld"; got {accountant!r}.')
+    return _calibrate(
+        float(target_epsilon),
+        float(delta),
+        sample_rate,
+        steps,
+        tuple(orders.tolist()),
+        float(rtol),
+        accountant,
+        relation,
+    )
 
-    def epsilon(sigma):
-        return rdp_to_epsilon(
-            orders, steps * _rdp_one_step(sigma, sample_rate, orders), delta
-        )[0]
+
+@functools.lru_cache(maxsize=256)
+def _calibrate(target_epsilon, delta, sample_rate, steps, orders_key, rtol, kind, relation):
+    orders = np.array(orders_key)
+
+    def rdp_epsilon(sigma):
+        rdp = steps * _cached_rdp_one_step(sigma, sample_rate, orders_key, relation)
+        return rdp_to_epsilon(orders, rdp, delta)[0]
+
+    def pld_epsilon(sigma):
+        return _pld_epsilon(((sigma, sample_rate, steps),), delta, relation, 1e-3)
+
+    def search(epsilon, low, high):
+        # Invariant: epsilon(low) > target >= epsilon(high).
+        while high / low > 1.0 + rtol / 2.0:
+            middle = math.sqrt(low * high)
+            if epsilon(middle) > target_epsilon:
+                low = middle
+            else:
+                high = middle
+        return high
 
     low, high = 1.0, 1.0
-    if epsilon(high) > target_epsilon:
-        while epsilon(high) > target_epsilon:
+    if rdp_epsilon(high) > target_epsilon:
+        while rdp_epsilon(high) > target_epsilon:
             low, high = high, high * 2.0
             if high > 1e8:
                 raise ValueError(
@@ -528,18 +859,21 @@ def calibrate_noise_multiplier(
                     f"{target_epsilon!r} at delta {delta!r}."
                 )
     else:
-        while epsilon(low) <= target_epsilon:
+        while rdp_epsilon(low) <= target_epsilon:
             low, high = low / 2.0, low
             if low < 1e-8:
                 return high
-    # Invariant: epsilon(low) > target >= epsilon(high).
-    while high / low > 1.0 + rtol / 2.0:
-        middle = math.sqrt(low * high)
-        if epsilon(middle) > target_epsilon:
-            low = middle
-        else:
-            high = middle
-    return high
+    sigma = search(rdp_epsilon, low, high)
+    if kind == "rdp":
+        return sigma
+    # The PLD epsilon is at most the RDP one, so the RDP multiplier meets the
+    # target: search below it.
+    low = sigma / 2.0
+    while pld_epsilon(low) <= target_epsilon:
+        low /= 2.0
+        if low < 1e-8:
+            return low * 2.0
+    return search(pld_epsilon, low, sigma)
 
 
 def geometric_alpha(epsilon, sensitivity=1):

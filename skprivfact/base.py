@@ -1,14 +1,19 @@
-"""Base classes holding the privacy parameters every estimator shares.
+"""Base classes holding the privacy parameters and lifecycle every estimator shares.
 
 Estimators merge these constraints with their own, as
 ``{**LocalPrivacyEstimator._parameter_constraints, ...}``, so that a privacy
-parameter is checked the same way everywhere.
+parameter is checked the same way everywhere. Central-DP estimators plan and
+run their releases through :class:`~skprivfact.privacy.PrivacyEngine` with the
+helpers of :class:`CentralPrivacyEstimator`.
 """
 
+import math
 from numbers import Integral, Real
 
 from sklearn.base import BaseEstimator
-from sklearn.utils._param_validation import Interval, Options
+from sklearn.utils._param_validation import Interval, Options, StrOptions
+
+from .privacy import PrivacyBudget, PrivacyEngine, plan_privacy
 
 __all__ = ["LocalPrivacyEstimator", "CentralPrivacyEstimator"]
 
@@ -31,11 +36,105 @@ class CentralPrivacyEstimator(BaseEstimator):
     """Base for estimators of the central model: (epsilon, delta)-DP releases.
 
     ``epsilon=float("inf")`` is the documented "no privacy" value: the same
-    algorithm runs without clipping noise, for comparison.
+    algorithm runs without noise, for comparison, and ``privacy_spent_``
+    reports an infinite epsilon.
+
+    Subclasses call :meth:`_start_privacy` once per fit (before reading the
+    data: it calibrates the noise and reserves the plan against ``budget``),
+    release through ``self._engine`` and end with :meth:`_record_privacy`.
+    A subclass whose algorithm does not use the number of records when it
+    uses every record in every release sets ``_full_batch_is_n_free = True``:
+    its guarantee is then for adding or removing one record; otherwise it is
+    for replacing one record, the number of records being public.
     """
 
     _parameter_constraints: dict = {
         # Interval(..., closed="neither") excludes inf, the "no privacy" value.
         "epsilon": [Interval(Real, 0, None, closed="neither"), Options(Real, {float("inf")})],
         "delta": [Interval(Real, 0, 1, closed="neither")],
+        "accountant": [StrOptions({"rdp", "pld"})],
+        "budget": [PrivacyBudget, None],
     }
+
+    _full_batch_is_n_free = False
+
+    @staticmethod
+    def _sample_rate(batch_size, n_samples):
+        """The one batch-size policy: ``None`` or at least n uses every record."""
+        if batch_size is None or batch_size >= n_samples:
+            return 1.0
+        return batch_size / n_samples
+
+    @staticmethod
+    def _releases_per_pass(sample_rate):
+        return max(1, math.ceil(1.0 / sample_rate))
+
+    def _start_privacy(self, n_samples, batch_size, *, noise_multiplier=None, reserve=None):
+        """Plan the fit (``max_iter`` passes), start its engine, set attributes.
+
+        Returns the engine. Raises before anything is read, and before any
+        attribute is set, if the plan (or the first ``reserve`` releases)
+        would exceed ``epsilon`` or ``budget``.
+        """
+        sample_rate = self._sample_rate(batch_size, n_samples)
+        n_releases = self.max_iter * self._releases_per_pass(sample_rate)
+        n_free = sample_rate == 1.0 and self._full_batch_is_n_free
+        relation = "add_remove" if n_free else "substitution"
+        plan = plan_privacy(
+            self.epsilon,
+            self.delta,
+            sample_rate=sample_rate,
+            n_releases=n_releases,
+            accountant=self.accountant,
+            neighbouring_relation=relation,
+            noise_multiplier=noise_multiplier,
+        )
+        self._engine = PrivacyEngine(
+            plan,
+            budget=self.budget,
+            owner=type(self).__name__,
+            random_state=getattr(self, "random_state", None),
+            reserve=reserve,
+        )
+        self.sample_rate_ = plan.sample_rate
+        self.noise_multiplier_ = plan.noise_multiplier
+        self.neighbouring_relation_ = plan.neighbouring_relation
+        self.reproducible_noise_ = self._engine.reproducible
+        self.accountant_ = self._engine.accountant
+        self._record_privacy()
+        return self._engine
+
+    def _check_plan_unchanged(self, noise_multiplier=None):
+        """For ``partial_fit``: the parameters the plan was made with still hold.
+
+        Changing ``epsilon``, ``delta``, ``accountant`` or ``noise_multiplier``
+        between calls would release under a plan made for other values, for
+        example noise-free statistics accounted as noisy: refuse.
+        """
+        plan = self._engine.plan
+        expected_sigma = (
+            0.0 if math.isinf(self.epsilon) and noise_multiplier is None else None
+        )
+        if noise_multiplier is not None:
+            expected_sigma = float(noise_multiplier)
+        changed = (
+            float(self.epsilon) != plan.epsilon
+            or float(self.delta) != plan.delta
+            or self.accountant != plan.accountant
+            or (expected_sigma is not None and expected_sigma != plan.noise_multiplier)
+            or (expected_sigma is None and plan.noise_multiplier == 0.0)
+        )
+        if changed:
+            raise ValueError(
+                "epsilon, delta, accountant or noise_multiplier changed since the "
+                "first partial_fit: the noise was planned for the old values. Call "
+                "fit to start a new model."
+            )
+
+    def _record_privacy(self):
+        """Update ``privacy_spent_`` and ``n_releases_`` from the engine."""
+        epsilon, delta = self._engine.spent
+        if self._engine.plan.noise_multiplier == 0 and self._engine.n_releases:
+            epsilon = math.inf
+        self.privacy_spent_ = (epsilon, delta)
+        self.n_releases_ = self._engine.n_releases

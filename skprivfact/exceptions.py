@@ -1,6 +1,6 @@
 """Warnings and errors raised by skprivfact."""
 
-__all__ = ["PrivacyLeakWarning", "PrivacyBudgetExceededError"]
+__all__ = ["PrivacyLeakWarning", "PrivacyBudgetExceededError", "ReproducibleNoiseWarning"]
 
 
 class PrivacyLeakWarning(UserWarning):
@@ -19,4 +19,13 @@ class PrivacyBudgetExceededError(ValueError):
 
     Raised before any data is touched, so the budget already spent is
     unchanged when this error is seen.
+    """
+
+
+class ReproducibleNoiseWarning(UserWarning):
+    """A private fit ran with repeatable noise, so its release is not private.
+
+    Issued by every fit inside :func:`skprivfact.privacy.reproducible_noise`,
+    the testing mode in which batches and noise come from a seeded stream:
+    anyone who knows the seed can remove the noise.
     """

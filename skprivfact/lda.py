@@ -15,10 +15,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _num_samples, check_is_fitted
 
 from . import _lda_kernels
-from .accounting import RDPAccountant, calibrate_noise_multiplier
 from .base import CentralPrivacyEstimator
-from .exceptions import PrivacyBudgetExceededError
-from .mechanisms import gaussian_mechanism
 from .utils._validation import check_count_matrix
 
 __all__ = ["DPLDA"]
@@ -40,11 +37,6 @@ def _csr_arrays(X):
         X.indices.astype(np.int64, copy=False),
         X.data.astype(np.float64, copy=False),
     )
-
-
-def _poisson_sample(n_documents, sample_rate, rng):
-    """Indices of a batch in which each document is kept with probability sample_rate."""
-    return np.flatnonzero(rng.random_sample(n_documents) < sample_rate)
 
 
 def _resample_documents(X, doc_length, rng):
@@ -200,9 +192,11 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
     """Differentially private latent Dirichlet allocation (VIPS).
 
     Privacy: (epsilon, delta)-differential privacy of the released topics
-    (``components_`` and everything derived from it) with respect to adding or
-    removing one document, for the whole of :meth:`fit` (or of the
-    :meth:`partial_fit` calls made so far). Every iteration of stochastic
+    (``components_`` and everything derived from it) with respect to
+    replacing one document by another (substitution: the number of documents,
+    which sets the sampling rate and the scale of the update, is public), for
+    the whole of :meth:`fit` (or of the :meth:`partial_fit` calls made so
+    far). Every iteration of stochastic
     variational inference (Hoffman et al. 2010) draws a Poisson-subsampled
     batch, each document kept with probability ``q = batch_size /
     n_documents``; each document of the batch is resampled with replacement to
@@ -214,12 +208,16 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
     with Gaussian noise of standard deviation ``noise_multiplier * clip_norm /
     batch_size`` on every entry; negative entries are then set to zero
     (post-processing). This is the VIPS algorithm of Park et al. (2020). The
-    per-document variational parameters never leave the E-step. The shared
-    :class:`~skprivfact.accounting.RDPAccountant` takes one step of the
-    Poisson-subsampled Gaussian mechanism per iteration, and
-    ``privacy_spent_`` reports its epsilon. The guarantee rests on
-    ``clip_norm`` alone, not on the data; the number of documents (which sets
-    ``q``) and the vocabulary are treated as public. The printed progress of
+    per-document variational parameters never leave the E-step. Batches and
+    noise come from the operating system's entropy, a fresh stream per
+    release (:class:`~skprivfact.privacy.PrivacyEngine`), so neither
+    ``random_state`` nor a copy of the estimator can replay them. The
+    accountant (``accountant``) takes one step of the Poisson-subsampled
+    Gaussian mechanism per iteration, and ``privacy_spent_`` reports its
+    epsilon; a :class:`~skprivfact.privacy.PrivacyBudget` passed as
+    ``budget`` is charged too. The guarantee rests on ``clip_norm`` alone,
+    not on the data; the number of documents and the vocabulary are public.
+    The printed progress of
     ``verbose`` is computed on the private batch without noise and is not
     covered. ``epsilon=float("inf")`` (with ``noise_multiplier=None``) runs the
     same algorithm without resampling, clipping or noise, for comparison.
@@ -249,8 +247,9 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         not private.
     batch_size : int, default=1000
         Expected number of documents per iteration: each document is kept with
-        probability ``batch_size / n_documents``. It must not exceed the number
-        of documents. Larger batches lower the noise relative to the signal.
+        probability ``batch_size / n_documents``; a value of at least the
+        number of documents uses every document in every iteration. Larger
+        batches lower the noise relative to the signal.
     max_iter : int, default=1
         Number of passes over the documents in :meth:`fit`; a pass is
         ``ceil(n_documents / batch_size)`` iterations. More passes spend more
@@ -260,7 +259,8 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         calibrates it from ``(epsilon, delta)`` and the planned number of
         iterations (``max_iter`` passes). A given value is used as is (the
         algorithm is then private even with ``epsilon=inf``) and the epsilon
-        it spends is reported in ``privacy_spent_``, even beyond ``epsilon``.
+        it spends is reported in ``privacy_spent_``; a finite ``epsilon``
+        still caps it.
     doc_topic_prior : float, default=None
         Prior of the document-topic proportions (alpha), positive. None means
         ``1 / n_components``.
@@ -298,11 +298,17 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         (iteration, perplexity on the batch, epsilon spent so far, seconds).
         The perplexity printed is computed on the private batch without noise:
         it is for the data holder, not for release.
+    accountant : {"rdp", "pld"}, default="rdp"
+        The privacy accountant: Renyi DP, or privacy loss distributions
+        (tight: less noise for the same claim; needs dp-accounting).
+    budget : PrivacyBudget, default=None
+        A budget shared across fits, copies and a whole ``GridSearchCV``,
+        charged by every release; a fit that would exceed it is refused
+        before it reads the data.
     random_state : int, RandomState instance or None, default=None
-        Seeds the initial topics, the batches, the resampling and the noise.
-        The noise stream is kept in ``random_state_`` so that
-        :meth:`partial_fit` continues it. numpy's generator is not
-        cryptographically secure.
+        Seeds the initial topics and the resampling of documents, which are
+        not releases; batches and noise never come from it. The stream is
+        kept in ``random_state_`` so that :meth:`partial_fit` continues it.
 
     Attributes
     ----------
@@ -326,11 +332,19 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
     noise_multiplier_ : float
         The noise multiplier used (0 when not private).
     sample_rate_ : float
-        The Poisson sampling rate ``batch_size / n_documents``.
-    accountant_ : RDPAccountant
+        The Poisson sampling rate ``batch_size / n_documents`` (at most 1).
+    accountant_ : RDPAccountant or PLDAccountant
         The accountant, with one step per iteration.
     privacy_spent_ : tuple of (float, float)
-        ``(epsilon, delta)`` spent so far (epsilon is ``inf`` when not private).
+        ``(epsilon, delta)`` spent so far by this model (epsilon is ``inf``
+        when not private).
+    neighbouring_relation_ : str
+        The relation ``privacy_spent_`` holds for ("substitution").
+    reproducible_noise_ : bool
+        Whether the fit ran inside
+        :func:`~skprivfact.privacy.reproducible_noise` (not private).
+    n_releases_ : int
+        Number of releases (iterations) so far.
     random_state_ : RandomState instance
         The random stream, continued by :meth:`partial_fit`.
     n_features_in_ : int
@@ -417,6 +431,8 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         learning_offset=10.0,
         mean_change_tol=1e-3,
         max_doc_update_iter=100,
+        accountant="rdp",
+        budget=None,
         n_jobs=None,
         verbose=0,
         random_state=None,
@@ -436,6 +452,8 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         self.learning_offset = learning_offset
         self.mean_change_tol = mean_change_tol
         self.max_doc_update_iter = max_doc_update_iter
+        self.accountant = accountant
+        self.budget = budget
         self.n_jobs = n_jobs
         self.verbose = verbose
         self.random_state = random_state
@@ -454,61 +472,24 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
             X.sum_duplicates()
         return X
 
-    def _check_training_counts(self, X, reset):
-        X = self._check_counts(X, reset=reset)
-        empty = np.flatnonzero(np.diff(X.indptr) == 0)
-        if empty.size:
-            raise ValueError(
-                f"X holds {empty.size} empty document(s) (rows with no words, the "
-                f"first at index {empty[0]}); a document must have at least one "
-                "word to be resampled to doc_length tokens. Remove empty rows "
-                "before fitting."
-            )
-        return X
-
-    def _check_batch_size(self, n_documents):
-        if self.batch_size > n_documents:
-            raise ValueError(
-                f"batch_size={self.batch_size} is larger than the number of "
-                f"documents (n_samples = {n_documents}); the sampling rate "
-                "batch_size / n_documents must be at most 1. Lower batch_size."
-            )
-
     @property
     def _is_private(self):
         return self.noise_multiplier is not None or not math.isinf(self.epsilon)
 
-    def _planned_steps(self, n_documents):
-        return self.max_iter * math.ceil(n_documents / self.batch_size)
-
-    def _resolve_privacy(self, n_documents):
-        """Sampling rate, clipping bound and noise multiplier for a corpus size."""
-        self._check_batch_size(n_documents)
-        sample_rate = self.batch_size / n_documents
+    def _start(self, n_documents, reserve=None):
+        """Plan the fit's releases and resolve the clipping bound."""
+        self._start_privacy(
+            n_documents,
+            self.batch_size,
+            noise_multiplier=self.noise_multiplier,
+            reserve=reserve,
+        )
         if not self._is_private:
-            return sample_rate, math.inf, 0.0
-        if self.clip_norm is None:
-            clip_norm = DEFAULT_CLIP_FRACTION * self.doc_length
+            self.clip_norm_ = math.inf
+        elif self.clip_norm is None:
+            self.clip_norm_ = DEFAULT_CLIP_FRACTION * self.doc_length
         else:
-            clip_norm = float(self.clip_norm)
-        if self.noise_multiplier is not None:
-            noise_multiplier = float(self.noise_multiplier)
-        else:
-            noise_multiplier = calibrate_noise_multiplier(
-                self.epsilon,
-                self.delta,
-                sample_rate=sample_rate,
-                steps=self._planned_steps(n_documents),
-            )
-        return sample_rate, clip_norm, noise_multiplier
-
-    def _init_privacy(self, sample_rate, clip_norm, noise_multiplier):
-        """Store the privacy settings and start a fresh accountant."""
-        self.sample_rate_ = sample_rate
-        self.clip_norm_ = clip_norm
-        self.noise_multiplier_ = noise_multiplier
-        self.accountant_ = RDPAccountant()
-        self.privacy_spent_ = (0.0, self.delta)
+            self.clip_norm_ = float(self.clip_norm)
 
     def _init_latent_vars(self, n_features):
         """Initial topics, drawn without looking at the data."""
@@ -545,11 +526,12 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         ``report_batch`` (for ``verbose``), else None.
         """
         n_documents = X.shape[0]
-        rng = self.random_state_
-        batch = X[_poisson_sample(n_documents, self.sample_rate_, rng)]
+        sample_rate = self._sample_rate(self.batch_size, n_documents)
+        batch = X[self._engine.sample(n_documents, sample_rate)]
         private = self._is_private
         if private:
-            batch = _resample_documents(batch, self.doc_length, rng)
+            # Resampling is not a release: it may use random_state.
+            batch = _resample_documents(batch, self.doc_length, self.random_state_)
         doc_topic_distr, suff_stats, _ = _e_step(
             batch,
             self.exp_dirichlet_component_,
@@ -563,16 +545,12 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         )
         # The expected batch size is a constant: dividing by it (not by the
         # drawn size) keeps the sensitivity at clip_norm / batch_size.
-        expected_batch_size = self.sample_rate_ * n_documents
-        mean_stats = suff_stats / expected_batch_size
-        if private:
-            (mean_stats,) = gaussian_mechanism(
-                [mean_stats],
-                [self.clip_norm_ / expected_batch_size],
-                self.noise_multiplier_,
-                random_state=rng,
-            )
-        self.accountant_.compose(self.noise_multiplier_, self.sample_rate_, 1)
+        expected_batch_size = sample_rate * n_documents
+        (mean_stats,) = self._engine.release(
+            [suff_stats / expected_batch_size],
+            [self.clip_norm_ / expected_batch_size],
+            sample_rate=sample_rate,
+        )
 
         weight = (self.learning_offset + self.n_batch_iter_) ** (-self.learning_decay)
         if private and self.floor_negatives == "running_average":
@@ -605,16 +583,16 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         )
         return math.exp(-bound / batch.sum())
 
-    def _update_privacy_spent(self):
-        self.privacy_spent_ = (self.accountant_.get_epsilon(self.delta), self.delta)
-
     def _print_progress(self, n_pass, batch_perplexity, start_time):
-        self._update_privacy_spent()
         perplexity = "n/a" if batch_perplexity is None else f"{batch_perplexity:.2f}"
         print(
-            f"pass {n_pass} of max_iter {self.max_iter}, iteration "
-            f"{self.n_batch_iter_ - 1}: batch perplexity {perplexity}, epsilon "
-            f"spent {self.privacy_spent_[0]:.4g}, {time.perf_counter() - start_time:.2f} s"
+            self._engine.progress(
+                f"pass {n_pass} of {self.max_iter}, iteration "
+                f"{self.n_batch_iter_ - 1}: batch perplexity {perplexity}",
+                start_time,
+                time.perf_counter(),
+            ),
+            flush=True,
         )
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -625,7 +603,7 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         ----------
         X : {array-like, sparse matrix} of shape (n_samples, n_features)
             Document-word counts (non-negative integers; float arrays with
-            integral values are accepted). Every document must hold a word.
+            integral values are accepted). Empty documents contribute nothing.
         y : Ignored
             Not used, present for API consistency by convention.
 
@@ -634,11 +612,11 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         self : object
             Fitted estimator.
         """
-        X = self._check_training_counts(X, reset=True)
+        X = self._check_counts(X, reset=True)
         n_documents, n_features = X.shape
-        self._init_privacy(*self._resolve_privacy(n_documents))
+        self._start(n_documents)
         self._init_latent_vars(n_features)
-        steps_per_pass = math.ceil(n_documents / self.batch_size)
+        steps_per_pass = self._releases_per_pass(self.sample_rate_)
         n_jobs = effective_n_jobs(self.n_jobs)
         start_time = time.perf_counter()
         with ThreadPoolExecutor(max_workers=n_jobs) as executor:
@@ -651,7 +629,7 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
                     if report:
                         self._print_progress(n_pass, batch_perplexity, start_time)
                 self.n_iter_ += 1
-        self._update_privacy_spent()
+        self._record_privacy()
         return self
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -685,41 +663,20 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         first_time = not hasattr(self, "components_")
         n_documents = _num_samples(X)
         if first_time:
-            sample_rate, clip_norm, noise_multiplier = self._resolve_privacy(
-                n_documents
-            )
-            accountant = RDPAccountant()
+            self._start(n_documents, reserve=1)
         else:
-            self._check_batch_size(n_documents)
-            sample_rate = self.batch_size / n_documents
-            noise_multiplier = self.noise_multiplier_
-            accountant = self.accountant_
-        if not math.isinf(self.epsilon):
-            next_epsilon = (
-                accountant.copy()
-                .compose(noise_multiplier, sample_rate, 1)
-                .get_epsilon(self.delta)
-            )
-            if next_epsilon > self.epsilon:
-                raise PrivacyBudgetExceededError(
-                    f"One more iteration would spend epsilon = {next_epsilon:.4g} "
-                    f"in total, beyond the budget epsilon = {self.epsilon!r} "
-                    f"({accountant.steps} iteration(s) have spent "
-                    f"{accountant.get_epsilon(self.delta):.4g}). Stop "
-                    "training, or refit with a larger budget."
-                )
-        X = self._check_training_counts(X, reset=first_time)
+            self._check_plan_unchanged(self.noise_multiplier)
+            self._engine.check_next(self._sample_rate(self.batch_size, n_documents))
+        X = self._check_counts(X, reset=first_time)
         if first_time:
-            self._init_privacy(sample_rate, clip_norm, noise_multiplier)
             self._init_latent_vars(X.shape[1])
-        self.sample_rate_ = sample_rate
         start_time = time.perf_counter()
         n_jobs = effective_n_jobs(self.n_jobs)
         with ThreadPoolExecutor(max_workers=n_jobs) as executor:
             batch_perplexity = self._em_step(X, executor, report_batch=self.verbose > 0)
+        self._record_privacy()
         if self.verbose:
             self._print_progress(self.n_iter_ + 1, batch_perplexity, start_time)
-        self._update_privacy_spent()
         return self
 
     # Inference on new documents ---------------------------------------------

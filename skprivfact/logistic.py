@@ -8,20 +8,13 @@ from numbers import Integral, Real
 import numpy as np
 from scipy import linalg, special
 from sklearn.base import ClassifierMixin, TransformerMixin, _fit_context
-from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .accounting import RDPAccountant, calibrate_noise_multiplier
 from .base import CentralPrivacyEstimator
 from .exceptions import PrivacyLeakWarning
-from .mechanisms import (
-    clip_rows,
-    gaussian_mechanism,
-    gaussian_noise_scales,
-    project_psd,
-)
+from .mechanisms import clip_rows, project_psd
 
 __all__ = ["DPBayesLogReg"]
 
@@ -215,23 +208,19 @@ def _fit_vips(
     labels,
     *,
     data_norm,
-    noise_multiplier,
-    sample_rate,
-    max_iter,
+    engine,
+    n_iter,
     prior_shape,
     prior_rate,
     learning_decay,
     learning_offset,
-    accountant,
-    random_state,
-    delta=None,
     verbose=0,
 ):
     """Private variational Bayes for logistic regression (Park et al., Alg. 5).
 
-    Each iteration Poisson-samples a batch with rate ``sample_rate``, computes
-    the two expected sufficient statistics of its records and releases them
-    together as one Gaussian mechanism (one accountant step). The releases
+    Each of the ``n_iter`` iterations has ``engine`` draw a Poisson batch,
+    computes the two expected sufficient statistics of its records and
+    releases them together as one Gaussian mechanism (one accountant step). The releases
     enter running averages (uniform for the first moment, step
     ``(learning_offset + t) ** -learning_decay`` for the second), from which
     q(w) is computed, and q(a) follows.
@@ -245,16 +234,11 @@ def _fit_vips(
     n_iter : int
     """
     n_samples, n_weights = rows.shape
-    first_sensitivity = data_norm / 2.0
-    second_sensitivity = _MAX_EXPECTED_OMEGA * data_norm**2
+    sample_rate = engine.plan.sample_rate
+    sensitivities = [data_norm / 2.0, _MAX_EXPECTED_OMEGA * data_norm**2]
     expected_batch_size = sample_rate * n_samples
     # Noise std of each entry of one release of the second-moment total.
-    second_noise_std = (
-        gaussian_noise_scales(
-            [first_sensitivity, second_sensitivity], noise_multiplier
-        )[1]
-        / sample_rate
-    )
+    second_noise_std = engine.noise_scales(sensitivities)[1] / sample_rate
     identity = np.eye(n_weights)
 
     shape = prior_shape + n_weights / 2.0
@@ -268,23 +252,18 @@ def _fit_vips(
     covariance, mean = _gaussian_posterior(expected_precision * identity, first_total)
     work = np.empty_like(rows) if sample_rate == 1.0 else None
     start = time.perf_counter()
-    for iteration in range(1, max_iter + 1):
+    for iteration in range(1, n_iter + 1):
         if sample_rate < 1.0:
-            in_batch = random_state.random_sample(n_samples) < sample_rate
-            batch_rows, batch_labels = rows[in_batch], labels[in_batch]
+            batch = engine.sample(n_samples)
+            batch_rows, batch_labels = rows[batch], labels[batch]
         else:
             batch_rows, batch_labels = rows, labels
         first_sum, second_sum = _expected_sufficient_statistics(
             batch_rows, batch_labels, covariance + np.outer(mean, mean), work
         )
-        noisy_first, noisy_second = gaussian_mechanism(
-            [first_sum, second_sum],
-            [first_sensitivity, second_sensitivity],
-            noise_multiplier,
-            symmetric=[False, True],
-            random_state=random_state,
+        noisy_first, noisy_second = engine.release(
+            [first_sum, second_sum], sensitivities, symmetric=[False, True]
         )
-        accountant.compose(noise_multiplier, sample_rate, 1)
 
         # Everything below is post-processing of the release. Per-record
         # averages over the expected batch size (a constant), scaled to the
@@ -325,13 +304,16 @@ def _fit_vips(
                 prior_shape,
                 prior_rate,
             )
-            epsilon = accountant.get_epsilon(delta)
             print(
-                f"iteration {iteration}/{max_iter}: released objective "
-                f"{objective:.4f}, epsilon spent {epsilon:.4g}, "
-                f"{time.perf_counter() - start:.2f} s"
+                engine.progress(
+                    f"iteration {iteration} of {n_iter}: released objective "
+                    f"{objective:.4f}",
+                    start,
+                    time.perf_counter(),
+                ),
+                flush=True,
             )
-    return mean, covariance, shape, rate, max_iter
+    return mean, covariance, shape, rate
 
 
 def _log_expected_sigmoid(mean, std):
@@ -363,7 +345,11 @@ class DPBayesLogReg(ClassifierMixin, TransformerMixin, CentralPrivacyEstimator):
     """Differentially private Bayesian logistic regression (VIPS).
 
     Privacy: (epsilon, delta)-differential privacy for adding or removing one
-    labelled row. Each row ``x`` is clipped to Euclidean norm ``data_norm``
+    labelled row in full batch (``batch_size=None``, the default: nothing in
+    the algorithm depends on the number of rows), and for replacing one
+    labelled row by another when ``batch_size`` is set (the number of rows,
+    which sets the sampling rate, is then public); ``neighbouring_relation_``
+    names the relation of a fit. Each row ``x`` is clipped to Euclidean norm ``data_norm``
     (with ``fit_intercept``, the row ``[x * sqrt(3) / 2, data_norm / 2]`` is
     used, so the constant feature lies inside the same bound). Each iteration draws a
     Poisson-subsampled batch (rate ``q = batch_size / n_samples``, 1 for full
@@ -375,15 +361,19 @@ class DPBayesLogReg(ClassifierMixin, TransformerMixin, CentralPrivacyEstimator):
     sensitivity (:func:`~skprivfact.mechanisms.gaussian_mechanism`); the
     second-moment noise is a symmetric matrix (Analyze-Gauss) and the result
     is projected onto the PSD cone, which is post-processing. The noise
-    multiplier is calibrated so that the ``max_iter`` releases, composed by
-    the Renyi-DP accountant for the Poisson-subsampled Gaussian mechanism,
-    spend at most ``(epsilon, delta)``; ``privacy_spent_`` reports what the
-    accountant computed. Everything fitted is post-processing of these
+    multiplier is calibrated once per plan so that all the releases
+    (``max_iter`` passes of ``ceil(1 / q)`` iterations), composed by the
+    accountant (``accountant``: Renyi DP or the tight privacy loss
+    distributions) for that relation, spend at most ``(epsilon, delta)``;
+    ``privacy_spent_`` reports what the accountant computed. Batches and
+    noise are drawn from the operating system's entropy, a fresh stream per
+    release (:class:`~skprivfact.privacy.PrivacyEngine`); ``random_state``
+    does not reach them. Everything fitted is post-processing of these
     releases. Not covered: ``data_norm=None``, which reads the bound off the
     data (a :class:`~skprivfact.exceptions.PrivacyLeakWarning` is issued and
-    ``data_norm_`` reveals the largest row norm), the number of rows, which
-    is treated as public, as in DP-SGD (it sets the sampling rate), and the
-    two label values (``classes_``).
+    ``data_norm_`` reveals the largest row norm), and the two label values
+    (``classes_``). A :class:`~skprivfact.privacy.PrivacyBudget` passed as
+    ``budget`` is charged by every fit, for one total across fits.
     ``epsilon=float("inf")`` runs the same algorithm without noise (with
     ``learning_decay="auto"``, as plain variational Bayes in full batch).
 
@@ -414,10 +404,10 @@ class DPBayesLogReg(ClassifierMixin, TransformerMixin, CentralPrivacyEstimator):
     fit_intercept : bool, default=True
         Whether to add a constant feature (inside the norm bound).
     max_iter : int, default=10
-        Number of iterations, each one release; the noise is calibrated for
-        this many. Without noise, full-batch variational Bayes has usually
-        converged after 10; the stochastic mode needs several passes over the
-        data (``max_iter * batch_size`` a few times ``n_samples``).
+        Number of passes over the data; a pass is ``ceil(n_samples /
+        batch_size)`` iterations, each one release, and the noise is
+        calibrated for all of them. Without noise, full-batch variational
+        Bayes has usually converged after 10.
     batch_size : int, default=None
         Expected batch size; each iteration keeps each row independently with
         probability ``batch_size / n_samples``. None (or a value of at least
@@ -438,11 +428,19 @@ class DPBayesLogReg(ClassifierMixin, TransformerMixin, CentralPrivacyEstimator):
     learning_offset : float, default=0.0
         Offset ``tau_0 >= 0`` of the step; larger values damp the early
         iterations.
+    accountant : {"rdp", "pld"}, default="rdp"
+        The privacy accountant: Renyi DP, or privacy loss distributions
+        (tight: less noise for the same claim; needs dp-accounting).
+    budget : PrivacyBudget, default=None
+        A budget shared across fits (and copies, and a whole
+        ``GridSearchCV``), charged by every release; a fit that would exceed
+        it is refused before it reads the data.
     verbose : int, default=0
         Print, per iteration, the objective computable from the releases, the
         epsilon spent so far and the time elapsed.
     random_state : int, RandomState instance or None, default=None
-        Source of the batch sampling and the noise.
+        Unused by the algorithm (full batch and secret randomness leave
+        nothing to seed); kept for the scikit-learn interface.
 
     Attributes
     ----------
@@ -472,11 +470,19 @@ class DPBayesLogReg(ClassifierMixin, TransformerMixin, CentralPrivacyEstimator):
     learning_decay_ : float
         The step exponent used (``learning_decay`` with "auto" resolved).
     privacy_spent_ : tuple of (float, float)
-        ``(epsilon, delta)`` spent, from the accountant.
-    accountant_ : RDPAccountant
-        The accountant, one step per iteration.
+        ``(epsilon, delta)`` spent by this fit, from the accountant (epsilon
+        is infinite without noise).
+    neighbouring_relation_ : {"add_remove", "substitution"}
+        The relation ``privacy_spent_`` holds for.
+    accountant_ : RDPAccountant or PLDAccountant
+        The accountant, one step per release.
+    reproducible_noise_ : bool
+        Whether the fit ran inside
+        :func:`~skprivfact.privacy.reproducible_noise` (not private).
     n_iter_ : int
-        Number of iterations run.
+        Number of passes run.
+    n_releases_ : int
+        Number of releases (iterations) run.
     n_features_in_ : int
         Number of features seen during :term:`fit`.
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
@@ -507,6 +513,9 @@ class DPBayesLogReg(ClassifierMixin, TransformerMixin, CentralPrivacyEstimator):
     True
     """
 
+    # Full batch uses every row and sums: the number of rows is not used.
+    _full_batch_is_n_free = True
+
     _parameter_constraints: dict = {
         **CentralPrivacyEstimator._parameter_constraints,
         "data_norm": [Interval(Real, 0, None, closed="neither"), None],
@@ -534,6 +543,8 @@ class DPBayesLogReg(ClassifierMixin, TransformerMixin, CentralPrivacyEstimator):
         prior_rate=1.0,
         learning_decay="auto",
         learning_offset=0.0,
+        accountant="rdp",
+        budget=None,
         verbose=0,
         random_state=None,
     ):
@@ -547,6 +558,8 @@ class DPBayesLogReg(ClassifierMixin, TransformerMixin, CentralPrivacyEstimator):
         self.prior_rate = prior_rate
         self.learning_decay = learning_decay
         self.learning_offset = learning_offset
+        self.accountant = accountant
+        self.budget = budget
         self.verbose = verbose
         self.random_state = random_state
 
@@ -603,20 +616,7 @@ class DPBayesLogReg(ClassifierMixin, TransformerMixin, CentralPrivacyEstimator):
             self.data_norm_ = float(self.data_norm)
 
         n_samples = X.shape[0]
-        if self.batch_size is None or self.batch_size >= n_samples:
-            self.sample_rate_ = 1.0
-        else:
-            self.sample_rate_ = self.batch_size / n_samples
-        if math.isinf(self.epsilon):
-            self.noise_multiplier_ = 0.0
-        else:
-            self.noise_multiplier_ = calibrate_noise_multiplier(
-                self.epsilon,
-                self.delta,
-                sample_rate=self.sample_rate_,
-                steps=self.max_iter,
-            )
-
+        engine = self._start_privacy(n_samples, self.batch_size)
         if self.learning_decay == "auto":
             noise_free = self.noise_multiplier_ == 0 and self.sample_rate_ == 1.0
             self.learning_decay_ = 0.0 if noise_free else _AUTO_LEARNING_DECAY
@@ -624,23 +624,20 @@ class DPBayesLogReg(ClassifierMixin, TransformerMixin, CentralPrivacyEstimator):
             self.learning_decay_ = float(self.learning_decay)
 
         rows = _design_rows(X, self.data_norm_, self.fit_intercept)
-        self.accountant_ = RDPAccountant()
-        mean, covariance, shape, rate, self.n_iter_ = _fit_vips(
+        mean, covariance, shape, rate = _fit_vips(
             rows,
             labels,
             data_norm=self.data_norm_,
-            noise_multiplier=self.noise_multiplier_,
-            sample_rate=self.sample_rate_,
-            max_iter=self.max_iter,
+            engine=engine,
+            n_iter=engine.plan.n_releases,
             prior_shape=self.prior_shape,
             prior_rate=self.prior_rate,
             learning_decay=self.learning_decay_,
             learning_offset=self.learning_offset,
-            accountant=self.accountant_,
-            random_state=check_random_state(self.random_state),
-            delta=self.delta,
             verbose=self.verbose,
         )
+        self.n_iter_ = self.max_iter
+        self._record_privacy()
         scaling = _coef_scaling(X.shape[1], self.data_norm_, self.fit_intercept)
         coef = scaling * mean
         self.coef_covariance_ = covariance * np.outer(scaling, scaling)
@@ -650,10 +647,6 @@ class DPBayesLogReg(ClassifierMixin, TransformerMixin, CentralPrivacyEstimator):
         self.weight_precision_shape_ = float(shape)
         self.weight_precision_rate_ = float(rate)
         self.weight_precision_ = float(shape / rate)
-        self.privacy_spent_ = (
-            float(self.accountant_.get_epsilon(self.delta)),
-            self.delta,
-        )
         return self
 
     def transform(self, X):

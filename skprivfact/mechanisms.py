@@ -50,6 +50,10 @@ _UNIT_ROUNDOFF = 2.0**-53
 # sensitivity / epsilon) would no longer fit in int64 with certainty.
 _MIN_NOISE_RATIO = 1e-12
 
+# Below this norm bound clipped rows may hold subnormal entries, whose
+# rounding the clipping margin does not cover: those are checked again.
+_SUBNORMAL_NORM = 2.0**-960
+
 # 64-bit words read from the randomness source per refill of the secure sampler.
 _SECURE_WORDS_PER_REFILL = 4096
 
@@ -106,19 +110,16 @@ def _scaled_row_norms(rows):
     return row_max, np.sqrt(np.einsum("ij,ij->i", scaled, scaled))
 
 
-def _exact_norm_at_most(row, max_norm):
-    """Whether the row's Euclidean norm is <= max_norm, in exact arithmetic."""
-    squared_norm = sum(Fraction(float(value)) ** 2 for value in row)
-    return squared_norm <= Fraction(max_norm) ** 2
+def _rows_to_scale(rows, max_norm):
+    """Mask of the rows not certainly inside the ball, with their norms.
 
-
-def _rows_outside(rows, max_norm):
-    """Mask of the rows whose exact norm exceeds ``max_norm``, and their norms.
-
-    A float comparison with the error bound settles almost every row; rows too
-    close to the boundary for it to decide (for example a row exactly on it)
-    are decided in exact rational arithmetic. Also returns the row maxima and
-    scaled norms of :func:`_scaled_row_norms`.
+    A float comparison with the error bound certifies almost every row as
+    inside. The others (outside, or too close to the sphere for rounding to
+    decide, such as rows normalised to exactly ``max_norm``) are all scaled:
+    a row on the sphere moves inwards by a relative few ``1e-16``, which costs
+    nothing, where deciding it exactly would cost a rational-arithmetic pass
+    per row. Also returns the row maxima and scaled norms of
+    :func:`_scaled_row_norms`.
     """
     error_bound = _norm_relative_error_bound(rows.shape[1])
     row_max, scaled_norm = _scaled_row_norms(rows)
@@ -126,46 +127,49 @@ def _rows_outside(rows, max_norm):
     with np.errstate(divide="ignore", over="ignore"):
         allowed = max_norm / np.where(nonzero, row_max, 1.0)
     certainly_inside = ~nonzero | (scaled_norm * (1.0 + error_bound) <= allowed)
-    certainly_outside = nonzero & (scaled_norm * (1.0 - error_bound) > allowed)
-    outside = certainly_outside.copy()
-    for i in np.flatnonzero(~certainly_inside & ~certainly_outside):
-        outside[i] = not _exact_norm_at_most(rows[i], max_norm)
-    return outside, row_max, scaled_norm
+    return ~certainly_inside, row_max, scaled_norm
 
 
 def _clip_rows_inplace(rows, max_norm):
-    outside, row_max, scaled_norm = _rows_outside(rows, max_norm)
-    if not np.any(outside):
+    to_scale, row_max, scaled_norm = _rows_to_scale(rows, max_norm)
+    if not np.any(to_scale):
         return rows
     error_bound = _norm_relative_error_bound(rows.shape[1])
-    selected = rows[outside]
-    row_max, scaled_norm = row_max[outside], scaled_norm[outside]
+    selected = rows[to_scale]
+    row_max, scaled_norm = row_max[to_scale], scaled_norm[to_scale]
     # Aim a few error bounds inside the ball so that the float check certifies
-    # the result without falling back to exact arithmetic.
+    # the result. Rows already inside by less than that keep their length.
     shrink = 1.0 - 4.0 * error_bound
+    # Rows in the undecided band have norm above max_norm * (1 - error_bound),
+    # so this always moves a row inwards.
     factor = (max_norm / scaled_norm) * shrink
     clipped = (selected / row_max[:, np.newaxis]) * factor[:, np.newaxis]
-    # Subnormal results (a max_norm near 1e-308) round coarsely; shrink those
-    # rows further until exact arithmetic confirms them. Stepping every entry
-    # towards zero guarantees progress.
-    still_outside = _rows_outside(clipped, max_norm)[0]
+    # With normal floats the margin certifies every clipped row (the scaling
+    # adds two roundings per entry, far below the margin). Subnormal results
+    # (a max_norm near 1e-308) round coarsely; shrink those rows further until
+    # the check certifies them. Stepping every entry towards zero guarantees
+    # progress.
+    if max_norm > _SUBNORMAL_NORM:
+        rows[to_scale] = clipped
+        return rows
+    still_outside = _rows_to_scale(clipped, max_norm)[0]
     while np.any(still_outside):
         shrink *= shrink
         clipped[still_outside] = np.nextafter(clipped[still_outside] * shrink, 0.0)
-        still_outside[still_outside] = _rows_outside(clipped[still_outside], max_norm)[
+        still_outside[still_outside] = _rows_to_scale(clipped[still_outside], max_norm)[
             0
         ]
-    rows[outside] = clipped
+    rows[to_scale] = clipped
     return rows
 
 
 def clip_rows(X, max_norm):
     """Scale each row of ``X`` so that its Euclidean norm is at most ``max_norm``.
 
-    Rows whose norm is already at most ``max_norm`` are returned unchanged (zero
-    rows stay zero); longer rows are scaled towards zero onto the sphere of
-    radius ``max_norm``, less a relative margin of a few times
-    ``n_features * 1e-16``. The bound holds in exact arithmetic for the returned
+    Rows whose norm is at most ``max_norm`` by more than the rounding error
+    are returned unchanged (zero rows stay zero); longer rows, and rows within
+    rounding of the sphere, are scaled towards zero onto the sphere of radius
+    ``max_norm``, less a relative margin of a few times ``n_features * 1e-16``. The bound holds in exact arithmetic for the returned
     floats, whatever their scale: clipping is what bounds each record's
     contribution, so a rounding error here would void the privacy guarantee.
 

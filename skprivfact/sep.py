@@ -14,11 +14,9 @@ from sklearn.base import (
 )
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.random import sample_without_replacement
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._pbp_kernels import mlp_predictive_moments, mlp_sites, noise_sites
-from .accounting import RDPAccountant, calibrate_noise_multiplier
 from .base import CentralPrivacyEstimator
 from .exceptions import PrivacyLeakWarning
 from .mechanisms import clip_rows, project_psd
@@ -387,34 +385,35 @@ def _fit_sep(
     *,
     damping,
     clip_norm,
-    noise_multiplier,
-    sample_rate,
+    engine,
     n_passes,
     averaging_fraction,
     learn_prior,
-    accountant,
     random_state,
-    delta,
     verbose,
 ):
     """Run (DP-)SEP.
 
     Returns the average of the released factors over the last
-    ``averaging_fraction`` of the updates, the number of updates, and the std
-    of the privacy noise in each natural parameter of the posterior built from
-    that average (``n_samples`` times the factor's, unweighted coordinates;
-    0 without noise).
+    ``averaging_fraction`` of the updates, and the std of the privacy noise in
+    each natural parameter of the posterior built from that average
+    (``n_samples`` times the factor's, unweighted coordinates; 0 without
+    noise).
 
-    Each update: Poisson batch at ``sample_rate``; sites at the cavity, each
-    clipped to ``clip_norm``; damped update of the factor and clip; Gaussian
-    noise of std ``noise_multiplier * 2 * damping * clip_norm / n_samples``;
-    projection of the precisions and a last clip (post-processing, so that the
-    next update's sensitivity bound holds). The released factors of the last
-    ``averaging_fraction`` of the updates are averaged (post-processing).
-    Norms, clipping and noise are taken in the coordinates weighted by
-    ``model.release_weights(cavity)`` (None: unweighted).
+    Each update: ``engine`` draws a Poisson batch at its sampling rate
+    ``q``; the sites at the cavity are clipped to ``clip_norm`` each and
+    their sum is released with Gaussian noise of std ``noise_multiplier *
+    clip_norm`` (one release, one accountant step); the factor moves to
+    ``(1 - damping q) f + (damping / n_samples) * released sum``. The
+    contributions are the sites alone, centred at zero, so replacing one row
+    moves the release by at most ``2 clip_norm`` and adding or removing one
+    by ``clip_norm``. The projection of the precisions and the clip of the
+    factor are post-processing. Norms, clipping and noise are taken in the
+    coordinates weighted by ``model.release_weights(cavity)`` (None:
+    unweighted), a function of released values only.
     """
     n_samples = X.shape[0]
+    sample_rate = engine.plan.sample_rate
     prior = model.prior()
     factor = model.initial_factor(random_state, n_samples)
     if clip_norm is not None:
@@ -423,52 +422,33 @@ def _fit_sep(
     n_steps = n_passes * steps_per_pass
     first_averaged = n_steps - max(1, round(averaging_fraction * n_steps))
     factor_sum = np.zeros_like(factor)
-    noise_std = (
-        noise_multiplier * 2.0 * damping * clip_norm / n_samples if noise_multiplier > 0 else 0.0
-    )
+    noise_multiplier = engine.plan.noise_multiplier
+    sensitivity = math.inf if clip_norm is None else clip_norm
+    noise_std = noise_multiplier * damping * sensitivity / n_samples if noise_multiplier else 0.0
     running_noise, averaged_noise = _factor_noise_std(
         noise_std, damping * sample_rate, n_steps, first_averaged
     )
     start = time.perf_counter()
     for step in range(n_steps):
         cavity = prior + (n_samples - 1) * factor
-        # Weights of the coordinates in which this update is clipped and
-        # noised: a function of released values only, hence the same for
-        # neighbouring data sets. The factor is re-clipped in them
-        # (post-processing) so that the sensitivity bound holds.
         weights = model.release_weights(cavity) if clip_norm is not None else None
         if weights is None:
             weights = 1.0
-        else:
-            clipped = _clip_vector(factor * weights, clip_norm) / weights
-            if not np.array_equal(clipped, factor):
-                factor = clipped
-                cavity = prior + (n_samples - 1) * factor
-        if sample_rate < 1.0:
-            batch_size = random_state.binomial(n_samples, sample_rate)
-            # O(batch) draw; RandomState.choice would permute all the rows.
-            batch = np.sort(
-                sample_without_replacement(n_samples, batch_size, random_state=random_state)
-            )
-        else:
-            batch = np.arange(n_samples)
+        batch = engine.sample(n_samples)
         if batch.size:
             sites = model.sites(X[batch], y[batch], cavity, (n_samples - 1) * running_noise)
             if clip_norm is not None:
-                sites = clip_rows(sites * weights, clip_norm) / weights
+                sites = clip_rows(sites * weights, clip_norm)
+            else:
+                sites = sites * weights
             site_sum = sites.sum(axis=0)
         else:
-            site_sum = 0.0
+            site_sum = np.zeros(factor.size)
+        (released_sum,) = engine.release([site_sum], [sensitivity])
         previous = factor
-        factor = (1.0 - damping * batch.size / n_samples) * factor + (
-            damping / n_samples
-        ) * site_sum
-        if clip_norm is not None:
-            factor = _clip_vector(factor * weights, clip_norm) / weights
-        if noise_std > 0:
-            noise = random_state.normal(scale=noise_std, size=factor.size)
-            factor = factor + noise / weights
-            accountant.compose(noise_multiplier, sample_rate=sample_rate)
+        factor = (1.0 - damping * sample_rate) * factor + (damping / n_samples) * (
+            released_sum / weights
+        )
         factor = model.project(factor, previous)
         if clip_norm is not None:
             factor = _clip_vector(factor * weights, clip_norm) / weights
@@ -482,14 +462,16 @@ def _fit_sep(
             )
             prior = model.prior()
         if verbose and (step + 1) % steps_per_pass == 0:
-            message = (
-                f"[DPSEPRegressor] pass {(step + 1) // steps_per_pass}/{n_passes}, "
-                f"factor norm {np.linalg.norm(factor):.4g}"
+            print(
+                engine.progress(
+                    f"pass {(step + 1) // steps_per_pass} of {n_passes}: factor norm "
+                    f"{np.linalg.norm(factor):.4g}",
+                    start,
+                    time.perf_counter(),
+                ),
+                flush=True,
             )
-            if noise_std > 0:
-                message += f", epsilon spent {accountant.get_epsilon(delta):.4g}"
-            print(message + f", {time.perf_counter() - start:.2f} s", flush=True)
-    return factor_sum / (n_steps - first_averaged), n_steps, n_samples * averaged_noise
+    return factor_sum / (n_steps - first_averaged), n_samples * averaged_noise
 
 
 class DPSEPRegressor(
@@ -497,30 +479,36 @@ class DPSEPRegressor(
 ):
     """Bayesian regression by differentially private stochastic expectation propagation.
 
-    Privacy: (epsilon, delta)-differential privacy for adding or removing one
-    row ``(x, y)``, with the number of rows ``n_samples`` treated as public
-    (it sets the sampling rate and the noise scale, as in DP-SGD). Stochastic
+    Privacy: (epsilon, delta)-differential privacy for replacing one row
+    ``(x, y)`` by another (substitution: the number of rows ``n_samples``,
+    which sets the sampling rate, the cavity and the scale of the update, is
+    public). Stochastic
     expectation propagation (SEP) keeps one global factor ``f`` standing for
     the average likelihood of a row; the posterior is ``prior * f**n_samples``.
     Each update draws a Poisson-subsampled batch (rate ``q = batch_size /
     n_samples``), computes each row's site (moment matching of the tilted
     distribution at the cavity ``prior * f**(n_samples - 1)``) and clips its
-    whole natural-parameter vector to Euclidean norm ``clip_norm``, then sets
-    ``f <- (1 - damping |B| / n) f + (damping / n) sum_B sites`` (``f`` itself
-    has norm at most ``clip_norm``, so one row changes this by at most
-    ``2 * damping * clip_norm / n``) and adds Gaussian noise of standard
-    deviation ``noise_multiplier_ * 2 * damping_ * clip_norm / n_samples`` to
-    every coordinate. (For ``model="linear"`` with the noise level learned,
+    whole natural-parameter vector to Euclidean norm ``clip_norm``, and
+    releases the sum of the clipped sites with Gaussian noise of standard
+    deviation ``noise_multiplier_ * clip_norm`` on every coordinate (one row
+    moves the sum by at most ``clip_norm`` if added or removed, and
+    ``2 * clip_norm`` if replaced: the accountant's substitution relation);
+    then ``f <- (1 - damping q) f + (damping / n) * released sum``. (For ``model="linear"`` with the noise level learned,
     these norms and this noise are taken with the noise Gamma's shape and rate
     coordinates weighted by ``tau`` and ``tau**2``, ``tau`` the cavity's mean
     noise precision, itself computed from released values: the weight sites
     scale with ``tau`` and the Gamma's do not, and unweighted the Gamma would
     drown in the noise.) The projection of the precisions onto the non-negative
     values (positive semi-definite matrices for the linear model) and the
-    re-clipping of ``f`` are post-processing. One accountant step per update;
-    the noise multiplier is calibrated so that all ``max_iter`` passes
-    (``max_iter * ceil(1 / q)`` updates) spend at most ``(epsilon, delta)``,
-    and ``privacy_spent_`` is what the Renyi-DP accountant computed. The
+    clip of ``f`` to norm ``clip_norm`` are post-processing. One accountant
+    step per update; the noise multiplier is calibrated once per plan so that
+    all ``max_iter`` passes (``max_iter * ceil(1 / q)`` updates) spend at most
+    ``(epsilon, delta)``, and ``privacy_spent_`` is what the accountant
+    (``accountant``) computed. Batches and noise come from the operating
+    system's entropy, a fresh stream per release
+    (:class:`~skprivfact.privacy.PrivacyEngine`); ``random_state`` seeds only
+    the network's initial means. A :class:`~skprivfact.privacy.PrivacyBudget`
+    passed as ``budget`` is charged by every release. The
     returned posterior averages the released factors of the last updates
     (post-processing). For ``"mlp"``, whose weights the data often leave
     close to their prior, a released mean is shrunk towards zero by its
@@ -616,11 +604,19 @@ class DPSEPRegressor(
         Fixed variance of the observation noise, in the units of ``y``. None
         gives the noise precision a Gamma(2, 0.1) prior in the scaled units and
         infers it with the weights.
+    accountant : {"rdp", "pld"}, default="rdp"
+        The privacy accountant: Renyi DP, or privacy loss distributions
+        (tight: less noise for the same claim; needs dp-accounting).
+    budget : PrivacyBudget, default=None
+        A budget shared across fits, copies and a whole ``GridSearchCV``,
+        charged by every release; a fit that would exceed it is refused
+        before it reads the data.
     verbose : int, default=0
         Print, after each pass, the released factor's norm, the epsilon spent
         so far and the time elapsed.
     random_state : int, RandomState instance or None, default=None
-        Source of the batches, the noise and the network's initial means.
+        Seeds the network's initial means (not a release); batches and noise
+        never come from it.
 
     Attributes
     ----------
@@ -658,12 +654,17 @@ class DPSEPRegressor(
     privacy_spent_ : tuple of (float, float)
         ``(epsilon, delta)`` spent, from the accountant (``(inf, delta)``
         without noise).
-    accountant_ : RDPAccountant
+    neighbouring_relation_ : str
+        The relation ``privacy_spent_`` holds for ("substitution").
+    accountant_ : RDPAccountant or PLDAccountant
         The accountant, one step per update.
+    reproducible_noise_ : bool
+        Whether the fit ran inside
+        :func:`~skprivfact.privacy.reproducible_noise` (not private).
     n_iter_ : int
         Number of passes run.
-    n_steps_ : int
-        Number of updates run.
+    n_releases_ : int
+        Number of updates (releases) run.
     n_features_in_ : int
         Number of features seen during :term:`fit`.
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
@@ -732,6 +733,8 @@ class DPSEPRegressor(
         bounds_y=None,
         prior_precision="auto",
         noise_variance=None,
+        accountant="rdp",
+        budget=None,
         verbose=0,
         random_state=None,
     ):
@@ -748,6 +751,8 @@ class DPSEPRegressor(
         self.bounds_y = bounds_y
         self.prior_precision = prior_precision
         self.noise_variance = noise_variance
+        self.accountant = accountant
+        self.budget = budget
         self.verbose = verbose
         self.random_state = random_state
 
@@ -782,6 +787,29 @@ class DPSEPRegressor(
                 "clip_norm=None (no clipping) is only allowed with epsilon=inf: the "
                 "noise is calibrated to the clipped sites' norm."
             )
+        batch_size = self.batch_size
+        if batch_size == "auto":
+            if self.model == "linear":
+                batch_size = n_samples
+            elif private:
+                batch_size = min(
+                    _AUTO_PRIVATE_MLP_BATCH_SIZE,
+                    max(1, n_samples // _AUTO_PRIVATE_MLP_ROWS_PER_UPDATE),
+                )
+            else:
+                batch_size = min(
+                    _AUTO_MLP_BATCH_SIZE, max(1, n_samples // _AUTO_MLP_ROWS_PER_UPDATE)
+                )
+        if self.damping != "auto":
+            self.damping_ = float(self.damping)
+        elif private:
+            self.damping_ = min(1.0, _AUTO_PRIVATE_DAMPING_PASSES / self.max_iter)
+        elif self.model == "mlp":
+            self.damping_ = min(1.0, _AUTO_MLP_FULL_DAMPING_ROWS / batch_size)
+        else:
+            self.damping_ = 1.0
+        # Planned (and reserved against the budget) before the data are read.
+        engine = self._start_privacy(n_samples, batch_size)
         if self.bounds_y is None and np.ptp(y) == 0:
             raise ValueError(
                 "y is constant: its standard deviation is 0, so it cannot be "
@@ -806,56 +834,20 @@ class DPSEPRegressor(
             model = _LinearModel(X.shape[1], prior_precision, noise_variance)
         else:
             model = _NetworkModel(X.shape[1], self.hidden_units, prior_precision, noise_variance)
-        batch_size = self.batch_size
-        if batch_size == "auto":
-            if self.model == "linear":
-                batch_size = n_samples
-            elif private:
-                batch_size = min(
-                    _AUTO_PRIVATE_MLP_BATCH_SIZE,
-                    max(1, n_samples // _AUTO_PRIVATE_MLP_ROWS_PER_UPDATE),
-                )
-            else:
-                batch_size = min(
-                    _AUTO_MLP_BATCH_SIZE, max(1, n_samples // _AUTO_MLP_ROWS_PER_UPDATE)
-                )
-        self.sample_rate_ = min(1.0, batch_size / n_samples)
-        if self.damping != "auto":
-            self.damping_ = float(self.damping)
-        elif private:
-            self.damping_ = min(1.0, _AUTO_PRIVATE_DAMPING_PASSES / self.max_iter)
-        elif self.model == "mlp":
-            self.damping_ = min(1.0, _AUTO_MLP_FULL_DAMPING_ROWS / batch_size)
-        else:
-            self.damping_ = 1.0
-        steps_per_pass = max(1, math.ceil(1.0 / self.sample_rate_))
-        self.accountant_ = RDPAccountant()
-        if private:
-            self.noise_multiplier_ = calibrate_noise_multiplier(
-                self.epsilon,
-                self.delta,
-                sample_rate=self.sample_rate_,
-                steps=self.max_iter * steps_per_pass,
-            )
-        else:
-            self.noise_multiplier_ = 0.0
-
-        factor, self.n_steps_, self._posterior_noise = _fit_sep(
+        factor, self._posterior_noise = _fit_sep(
             model,
             X_scaled,
             y_scaled,
             damping=self.damping_,
             clip_norm=self.clip_norm,
-            noise_multiplier=self.noise_multiplier_,
-            sample_rate=self.sample_rate_,
+            engine=engine,
             n_passes=self.max_iter,
             averaging_fraction=self.averaging_fraction,
             learn_prior=learn_prior,
-            accountant=self.accountant_,
             random_state=check_random_state(self.random_state),
-            delta=self.delta,
             verbose=self.verbose,
         )
+        self._record_privacy()
         self.n_iter_ = self.max_iter
         self.prior_precision_ = float(model.prior_precision)
         self._model = model
@@ -877,10 +869,6 @@ class DPSEPRegressor(
         self.weights_mean_ = mean
         self.weights_variance_ = variance
         self.noise_variance_ = float(model.noise_var(shape, rate) * self.y_scale_**2)
-        self.privacy_spent_ = (
-            float(self.accountant_.get_epsilon(self.delta)) if private else math.inf,
-            self.delta,
-        )
         self._n_features_out = 2
         return self
 
