@@ -1,0 +1,566 @@
+"""The privacy contract of every central-DP estimator, checked through the engine.
+
+Estimators are found in ``skprivfact.__all__`` (every subclass of
+``CentralPrivacyEstimator``); each must have an entry in ``CASES`` below, so a
+new DP estimator is held to the contract the day it lands. A recording spy on
+``PrivacyEngine.release`` sees every release: the statistics before noise,
+the sensitivities declared and the noise added.
+"""
+
+import copy
+import inspect
+import math
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+from scipy import stats
+from sklearn.model_selection import GridSearchCV
+
+import skprivfact
+from skprivfact import lda, logistic, sep
+from skprivfact.base import CentralPrivacyEstimator
+from skprivfact.exceptions import PrivacyBudgetExceededError, ReproducibleNoiseWarning
+from skprivfact.privacy import PrivacyBudget, PrivacyEngine, reproducible_noise
+
+
+def dp_estimator_classes():
+    return [
+        obj
+        for obj in (getattr(skprivfact, name) for name in skprivfact.__all__)
+        if inspect.isclass(obj) and issubclass(obj, CentralPrivacyEstimator)
+    ]
+
+
+# Each case: a fast estimator with one full-batch release per fit, a small
+# dataset, an adversarial record (far outside every bound) and the record
+# that replaces it in the neighbouring dataset (None: the record is removed,
+# for estimators whose full-batch guarantee is add/remove).
+def _logreg_case(epsilon, **params):
+    rng = np.random.RandomState(0)
+    X = rng.uniform(-0.3, 0.3, size=(30, 3))
+    y = (rng.uniform(size=30) > 0.5).astype(int)
+    y[:2] = [0, 1]
+    canary_X, canary_y = np.array([[1e3, 0.0, 0.0]]), np.array([1])
+    estimator = logistic.DPBayesLogReg(
+        epsilon=epsilon, data_norm=1.0, max_iter=1, fit_intercept=False, **params
+    )
+    return estimator, (X, y), (canary_X, canary_y), None
+
+
+def _lda_case(epsilon, **params):
+    rng = np.random.RandomState(0)
+    X = rng.poisson(2.0, size=(30, 8))
+    X[:, 0] = 0
+    canary = np.zeros((1, 8), dtype=int)
+    canary[0, 0] = 10_000
+    replacement = np.zeros((1, 8), dtype=int)
+    replacement[0, 7] = 1
+    estimator = lda.DPLDA(
+        2,
+        epsilon=epsilon,
+        batch_size=1000,
+        doc_length=100,
+        clip_norm=1.0,
+        max_doc_update_iter=5,
+        random_state=0,
+        **params,
+    )
+    return estimator, (X, None), (canary, None), (replacement, None)
+
+
+def _sep_case(epsilon, **params):
+    rng = np.random.RandomState(0)
+    X = rng.uniform(-0.5, 0.5, size=(30, 2))
+    y = X @ [0.5, -0.5]
+    estimator = sep.DPSEPRegressor(
+        epsilon=epsilon,
+        clip_norm=0.05,
+        max_iter=1,
+        damping=1.0,
+        noise_variance=0.01,
+        bounds_X=(-1, 1),
+        bounds_y=(-1, 1),
+        random_state=0,
+        **params,
+    )
+    return estimator, (X, y), (np.array([[1.0, 1.0]]), np.array([1.0])), (
+        np.array([[1.0, 1.0]]),
+        np.array([-1.0]),
+    )
+
+
+CASES = {
+    "DPBayesLogReg": _logreg_case,
+    "DPLDA": _lda_case,
+    "DPSEPRegressor": _sep_case,
+}
+
+DP_ESTIMATORS = [cls.__name__ for cls in dp_estimator_classes()]
+
+
+def _stack(data, record):
+    X, y = data
+    X_new = np.vstack([X, record[0]])
+    y_new = None if y is None else np.concatenate([y, record[1]])
+    return X_new, y_new
+
+
+def _neighbours(case):
+    """The dataset with the adversarial record, and its neighbour."""
+    estimator, data, canary, replacement = case
+    with_canary = _stack(data, canary)
+    neighbour = data if replacement is None else _stack(data, replacement)
+    return estimator, with_canary, neighbour
+
+
+def _fit(estimator, data):
+    X, y = data
+    return estimator.fit(X) if y is None else estimator.fit(X, y)
+
+
+class ReleaseSpy:
+    """Records every release of every engine: clean blocks, noisy blocks, plan."""
+
+    def __init__(self, monkeypatch):
+        self.calls = []
+        original = PrivacyEngine.release
+        spy = self
+
+        def release(engine, blocks, sensitivities, **kwargs):
+            clean = [np.array(block, dtype=float, copy=True) for block in blocks]
+            n_before = engine.accountant.steps
+            noisy = original(engine, blocks, sensitivities, **kwargs)
+            spy.calls.append(
+                dict(
+                    clean=clean,
+                    noisy=[block.copy() for block in noisy],
+                    sensitivities=list(map(float, sensitivities)),
+                    noise_multiplier=engine.plan.noise_multiplier,
+                    sample_rate=kwargs.get("sample_rate") or engine.plan.sample_rate,
+                    n_before=n_before,
+                )
+            )
+            return noisy
+
+        monkeypatch.setattr(PrivacyEngine, "release", release)
+
+
+@pytest.fixture
+def spy(monkeypatch):
+    return ReleaseSpy(monkeypatch)
+
+
+def test_every_dp_estimator_has_a_contract_case():
+    assert DP_ESTIMATORS, "no DP estimator found"
+    missing = set(DP_ESTIMATORS) - set(CASES)
+    assert not missing, f"add a case to CASES for {sorted(missing)}"
+
+
+# The contract, with a recording spy ----------------------------------------
+
+
+@pytest.mark.parametrize("name", DP_ESTIMATORS)
+def test_one_accountant_step_per_release_at_the_plan_rate(name, spy):
+    estimator, with_canary, _ = _neighbours(CASES[name](2.0))
+    estimator.set_params(max_iter=3)
+    _fit(estimator, with_canary)
+    assert len(spy.calls) == estimator.n_releases_ == estimator.accountant_.steps == 3
+    assert [call["n_before"] for call in spy.calls] == [0, 1, 2]
+    assert estimator.accountant_.history == [
+        (estimator.noise_multiplier_, estimator.sample_rate_, 1)
+    ] * 3
+    assert all(call["sample_rate"] == estimator.sample_rate_ for call in spy.calls)
+
+
+@pytest.mark.parametrize("name", DP_ESTIMATORS)
+def test_noise_std_equals_the_plan(name, spy):
+    estimator, with_canary, _ = _neighbours(CASES[name](1.0))
+    estimator.set_params(max_iter=40)
+    _fit(estimator, with_canary)
+    sigma = estimator.noise_multiplier_
+    assert sigma > 0
+    n_blocks = len(spy.calls[0]["clean"])
+    for i in range(n_blocks):
+        sensitivity = spy.calls[0]["sensitivities"][i]
+        expected = sigma * math.sqrt(n_blocks) * sensitivity
+        noise = np.concatenate(
+            [(call["noisy"][i] - call["clean"][i]).ravel() for call in spy.calls]
+        )
+        if noise.size > 1 and call_is_symmetric(spy.calls[0]["clean"][i]):
+            # Symmetric blocks: only the upper triangle is drawn.
+            noise = np.concatenate(
+                [
+                    (call["noisy"][i] - call["clean"][i])[
+                        np.triu_indices(call["clean"][i].shape[0])
+                    ]
+                    for call in spy.calls
+                ]
+            )
+        # The sample variance of n normal draws is within 6 standard errors
+        # (sqrt(2 / n)) of the truth with overwhelming probability.
+        assert abs(np.var(noise) / expected**2 - 1) < 6 * math.sqrt(2 / noise.size)
+        assert abs(noise.mean()) < 6 * expected / math.sqrt(noise.size)
+
+
+def call_is_symmetric(block):
+    return block.ndim == 2 and block.shape[0] == block.shape[1] and block.shape[0] > 1
+
+
+@pytest.mark.parametrize("name", DP_ESTIMATORS)
+def test_adversarial_record_moves_each_release_by_at_most_its_sensitivity(
+    name, spy
+):
+    estimator, with_canary, neighbour = _neighbours(CASES[name](1.0))
+    _fit(estimator, with_canary)
+    _fit(estimator, neighbour)
+    first, second = spy.calls
+    # Add/remove moves a block by at most its sensitivity, substitution by
+    # twice that; a rounding allowance of 1e-9 relative.
+    factor = 1.0 if estimator.neighbouring_relation_ == "add_remove" else 2.0
+    for a, b, sensitivity in zip(first["clean"], second["clean"], first["sensitivities"]):
+        assert np.linalg.norm(a - b) <= factor * sensitivity * (1 + 1e-9)
+    # The record is far outside the bounds: it moves the release by a good
+    # part of the bound (the test is not vacuous).
+    moved = [
+        np.linalg.norm(a - b) / s
+        for a, b, s in zip(first["clean"], second["clean"], first["sensitivities"])
+    ]
+    assert max(moved) > 0.5
+
+
+@pytest.mark.parametrize("name", DP_ESTIMATORS)
+def test_budget_refuses_before_any_noise_is_drawn(name, spy):
+    estimator, with_canary, _ = _neighbours(CASES[name](1.0))
+    budget = PrivacyBudget(epsilon=0.5, delta=1e-5)
+    estimator.set_params(budget=budget)
+    with pytest.raises(PrivacyBudgetExceededError, match="shared budget"):
+        _fit(estimator, with_canary)
+    assert spy.calls == []
+    assert budget.spent[0] == 0.0 and budget.charges == []
+    assert not hasattr(estimator, "privacy_spent_")
+
+
+@pytest.mark.parametrize("accountant", ["rdp", "pld"])
+@pytest.mark.parametrize("name", DP_ESTIMATORS)
+def test_reported_epsilon_against_dp_accounting(name, accountant):
+    dp_accounting = pytest.importorskip("dp_accounting")
+    from dp_accounting.pld import pld_privacy_accountant
+
+    estimator, with_canary, _ = _neighbours(CASES[name](1.0, accountant=accountant))
+    estimator.set_params(max_iter=20)
+    _fit(estimator, with_canary)
+    relation = {
+        "add_remove": dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE,
+        "substitution": dp_accounting.NeighboringRelation.REPLACE_ONE,
+    }[estimator.neighbouring_relation_]
+    reference = pld_privacy_accountant.PLDAccountant(
+        relation, value_discretization_interval=1e-4
+    )
+    for sigma, rate, steps in estimator.accountant_.history:
+        reference.compose(
+            dp_accounting.PoissonSampledDpEvent(rate, dp_accounting.GaussianDpEvent(sigma)),
+            steps,
+        )
+    tight = reference.get_epsilon(estimator.delta)
+    reported = estimator.privacy_spent_[0]
+    assert reported <= 1.0 + 1e-9  # calibrated to the budget
+    # Never below the tight epsilon under the declared relation.
+    assert reported >= tight * (1 - 1e-6)
+    if accountant == "pld":
+        # Only the discretisation (1e-3 against 1e-4) differs.
+        assert reported == pytest.approx(tight, rel=0.02)
+    else:
+        assert reported <= 1.5 * tight
+
+
+@pytest.mark.parametrize("name", DP_ESTIMATORS)
+def test_tight_accountant_calibrates_less_noise(name):
+    pytest.importorskip("dp_accounting")
+    rdp, data, _ = _neighbours(CASES[name](1.0))
+    pld, _, _ = _neighbours(CASES[name](1.0, accountant="pld"))
+    for estimator in (rdp, pld):
+        estimator.set_params(max_iter=20)
+        _fit(estimator, data)
+    assert pld.noise_multiplier_ < rdp.noise_multiplier_
+
+
+@pytest.mark.parametrize("name", DP_ESTIMATORS)
+def test_a_noise_free_fit_reports_infinite_epsilon(name, spy):
+    estimator, with_canary, _ = _neighbours(CASES[name](float("inf")))
+    _fit(estimator, with_canary)
+    assert estimator.noise_multiplier_ == 0.0
+    assert estimator.privacy_spent_[0] == math.inf
+    for call in spy.calls:
+        for clean, noisy in zip(call["clean"], call["noisy"]):
+            np.testing.assert_array_equal(clean, noisy)
+
+
+def test_changing_epsilon_mid_stream_is_refused():
+    estimator, (X, _), _, _ = _lda_case(1.0)
+    estimator.set_params(batch_size=10)
+    estimator.partial_fit(X)
+    spent = estimator.privacy_spent_
+    for change in ({"epsilon": float("inf")}, {"epsilon": 2.0}, {"noise_multiplier": 0.0}):
+        trial = copy.deepcopy(estimator).set_params(**change)
+        with pytest.raises(ValueError, match="changed since the first partial_fit"):
+            trial.partial_fit(X)
+        assert trial.privacy_spent_ == spent and math.isfinite(spent[0])
+    # A noise-free stream from the start reports infinity.
+    noise_free, (X, _), _, _ = _lda_case(float("inf"))
+    noise_free.set_params(batch_size=10).partial_fit(X)
+    assert noise_free.privacy_spent_[0] == math.inf
+
+
+# Secret randomness ---------------------------------------------------------
+
+
+def _released_noise(calls):
+    return np.concatenate(
+        [(call["noisy"][0] - call["clean"][0]).ravel() for call in calls]
+    )
+
+
+@pytest.mark.secret_noise
+@pytest.mark.parametrize("random_state", [None, 0])
+@pytest.mark.parametrize("name", DP_ESTIMATORS)
+def test_a_seed_does_not_replay_the_noise(name, random_state, spy):
+    estimator, with_canary, _ = _neighbours(CASES[name](1.0))
+    estimator.set_params(random_state=random_state, max_iter=20)
+    noises = []
+    for _ in range(2):
+        np.random.seed(7)
+        spy.calls.clear()
+        _fit(estimator, with_canary)
+        assert estimator.reproducible_noise_ is False
+        noises.append(_released_noise(spy.calls))
+    sigma = estimator.noise_multiplier_ * spy.calls[0]["sensitivities"][0]
+    difference = noises[0] - noises[1]
+    # Independent draws: the difference has std sqrt(2) sigma, not 0.
+    assert np.sqrt(np.mean(difference**2)) > 0.5 * math.sqrt(2) * sigma
+
+
+@pytest.mark.secret_noise
+@pytest.mark.parametrize("how", ["deepcopy", "pickle"])
+def test_copies_continue_with_independent_noise(how, spy):
+    estimator, (X, _), _, _ = _lda_case(1.0)
+    estimator.set_params(batch_size=10, max_iter=5)
+    estimator.partial_fit(X)
+    twin = copy.deepcopy(estimator) if how == "deepcopy" else pickle.loads(
+        pickle.dumps(estimator)
+    )
+    spy.calls.clear()
+    estimator.partial_fit(X)
+    twin.partial_fit(X)
+    first, second = spy.calls
+    sigma = estimator.noise_multiplier_ * first["sensitivities"][0]
+    difference = (first["noisy"][0] - first["clean"][0]) - (
+        second["noisy"][0] - second["clean"][0]
+    )
+    assert np.sqrt(np.mean(difference**2)) > 0.5 * math.sqrt(2) * sigma
+
+
+def test_reproducible_noise_is_visible_and_warned():
+    estimator, (X, _), _, _ = _lda_case(1.0)
+    with reproducible_noise(3), pytest.warns(ReproducibleNoiseWarning, match="not private"):
+        first = estimator.fit(X).components_.copy()
+    assert estimator.reproducible_noise_ is True
+    with reproducible_noise(3), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        np.testing.assert_array_equal(estimator.fit(X).components_, first)
+
+
+# Empirical audit -----------------------------------------------------------
+
+
+def _clopper_pearson(successes, trials, alpha):
+    lower = stats.beta.ppf(alpha, successes, trials - successes + 1) if successes else 0.0
+    upper = (
+        stats.beta.ppf(1 - alpha, successes + 1, trials - successes)
+        if successes < trials
+        else 1.0
+    )
+    return lower, upper
+
+
+def _audit_epsilon_lower_bound(name, epsilon, monkeypatch, n_trials=400, alpha=1e-6):
+    """Clopper-Pearson lower bound on epsilon from distinguishing neighbours.
+
+    Each trial fits on the dataset with the adversarial record or on its
+    neighbour (one release) and guesses which from the release alone, with a
+    statistic fixed before the trials: the projection of the whitened release
+    on the direction between the two noise-free releases.
+    """
+    spy = ReleaseSpy(monkeypatch)
+    estimator, with_canary, neighbour = _neighbours(CASES[name](epsilon))
+    guesses = {}
+    direction = midpoint = None
+    for label, data in (("canary", with_canary), ("neighbour", neighbour)):
+        outcomes = []
+        for _ in range(n_trials):
+            spy.calls.clear()
+            _fit(estimator, data)
+            (call,) = spy.calls
+            scales = estimator._engine.noise_scales(call["sensitivities"])
+            clean = np.concatenate(
+                [b.ravel() / s for b, s in zip(call["clean"], scales)]
+            )
+            noisy = np.concatenate(
+                [b.ravel() / s for b, s in zip(call["noisy"], scales)]
+            )
+            if direction is None and label == "canary":
+                reference_canary = clean
+            if direction is None and label == "neighbour":
+                direction = reference_canary - clean
+                midpoint = (reference_canary + clean) / 2
+            outcomes.append(noisy)
+        guesses[label] = outcomes
+    n_canary = sum(float((x - midpoint) @ direction) > 0 for x in guesses["canary"])
+    n_false = sum(float((x - midpoint) @ direction) > 0 for x in guesses["neighbour"])
+    true_positive_low, _ = _clopper_pearson(n_canary, n_trials, alpha)
+    _, false_positive_high = _clopper_pearson(n_false, n_trials, alpha)
+    delta = estimator.delta
+    if true_positive_low <= delta:
+        return 0.0
+    return max(0.0, math.log((true_positive_low - delta) / false_positive_high))
+
+
+def _skip_clipping(name, monkeypatch):
+    """A deliberately broken estimator: one clip skipped, the bound still declared."""
+    if name == "DPBayesLogReg":
+        monkeypatch.setattr(logistic, "clip_rows", lambda X, max_norm: np.array(X, float))
+    elif name == "DPSEPRegressor":
+        monkeypatch.setattr(sep, "clip_rows", lambda X, max_norm: np.array(X, float))
+    elif name == "DPLDA":
+        e_step = lda._e_step
+
+        def unclipped(X, exp_topic_word, prior, n_iter, tol, clip_norm, *args, **kw):
+            return e_step(X, exp_topic_word, prior, n_iter, tol, math.inf, *args, **kw)
+
+        monkeypatch.setattr(lda, "_e_step", unclipped)
+    else:
+        raise AssertionError(f"no broken variant for {name}")
+
+
+@pytest.mark.secret_noise
+@pytest.mark.parametrize("name", DP_ESTIMATORS)
+def test_empirical_audit_stays_below_the_claim(name, monkeypatch):
+    claim = 2.0
+    lower_bound = _audit_epsilon_lower_bound(name, claim, monkeypatch)
+    assert lower_bound <= claim
+
+
+@pytest.mark.secret_noise
+@pytest.mark.parametrize("name", DP_ESTIMATORS)
+def test_empirical_audit_catches_a_skipped_clip(name, monkeypatch):
+    claim = 2.0
+    _skip_clipping(name, monkeypatch)
+    lower_bound = _audit_epsilon_lower_bound(name, claim, monkeypatch)
+    assert lower_bound > claim
+
+
+# The shared budget -----------------------------------------------------------
+
+
+def test_grid_search_charges_every_fit_to_one_budget():
+    estimator, data, _, _ = _logreg_case(1.0)
+    X, y = data
+    X = np.vstack([X] * 4)
+    y = np.concatenate([y] * 4)
+    budget = PrivacyBudget(epsilon=20.0, delta=1e-5)
+    search = GridSearchCV(
+        estimator.set_params(budget=budget),
+        {"epsilon": [0.5, 1.0, 2.0]},
+        cv=3,
+        error_score="raise",
+    ).fit(X, y)
+    # 3 epsilons x 3 folds, and the refit on all the data.
+    assert budget.n_fits == 10
+    assert sum(steps for *_, steps in budget.charges) == 10
+    spent = budget.spent[0]
+    # More than any single fit (2.0), at most the sum of all (linear composition).
+    assert 2.0 < spent <= 3 * (0.5 + 1.0 + 2.0) + 2.0
+    assert search.best_estimator_.privacy_spent_[0] <= 2.0
+    assert search.best_estimator_.budget is budget
+
+
+def test_grid_search_beyond_the_budget_is_refused():
+    estimator, (X, y), _, _ = _logreg_case(1.0)
+    budget = PrivacyBudget(epsilon=3.0, delta=1e-5)
+    search = GridSearchCV(
+        estimator.set_params(budget=budget),
+        {"epsilon": [1.0, 2.0]},
+        cv=2,
+        error_score="raise",
+    )
+    with pytest.raises(PrivacyBudgetExceededError, match="shared budget"):
+        search.fit(X, y)
+    assert budget.spent[0] <= 3.0
+
+
+def test_partial_fit_and_copies_charge_the_same_budget():
+    estimator, (X, _), _, _ = _lda_case(1.0)
+    budget = PrivacyBudget(epsilon=50.0, delta=1e-5)
+    estimator.set_params(batch_size=10, budget=budget)
+    estimator.partial_fit(X)
+    twin = copy.deepcopy(estimator)
+    assert twin.budget is budget
+    twin.partial_fit(X)
+    estimator.partial_fit(X)
+    assert sum(steps for *_, steps in budget.charges) == 3
+    # The total is more than either copy reports on its own.
+    assert budget.spent[0] > max(estimator.privacy_spent_[0], twin.privacy_spent_[0])
+
+
+def test_an_unpickled_budget_refuses_charges():
+    budget = PrivacyBudget(epsilon=5.0, delta=1e-5)
+    restored = pickle.loads(pickle.dumps(budget))
+    estimator, (X, y), _, _ = _logreg_case(1.0)
+    with pytest.raises(RuntimeError, match="unpickled"):
+        estimator.set_params(budget=restored).fit(X, y)
+
+
+def test_a_substitution_fit_cannot_charge_an_add_remove_budget():
+    estimator, (X, _), _, _ = _lda_case(1.0)
+    budget = PrivacyBudget(epsilon=5.0, delta=1e-5, neighbouring_relation="add_remove")
+    with pytest.raises(ValueError, match="substitution"):
+        estimator.set_params(budget=budget).fit(X)
+
+
+# Accounting ------------------------------------------------------------------
+
+PLD_SETTINGS = [
+    (sigma, rate, steps)
+    for sigma in (0.6, 0.9, 1.5, 3.0, 8.0)
+    for rate in (1.0, 0.1, 0.01)
+    for steps in (1, 10, 200)
+] + [(1.1, 0.02, 500), (2.0, 0.005, 1000), (0.8, 0.05, 50), (4.0, 0.3, 20), (1.0, 0.5, 5)]
+
+
+@pytest.mark.parametrize("relation", ["add_remove", "substitution"])
+def test_pld_accountant_is_dp_accounting_within_its_discretisation(relation):
+    dp_accounting = pytest.importorskip("dp_accounting")
+    from dp_accounting.pld import pld_privacy_accountant
+
+    from skprivfact.accounting import PLDAccountant, RDPAccountant
+
+    reference_relation = {
+        "add_remove": dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE,
+        "substitution": dp_accounting.NeighboringRelation.REPLACE_ONE,
+    }[relation]
+    assert len(PLD_SETTINGS) >= 50
+    for sigma, rate, steps in PLD_SETTINGS:
+        ours = PLDAccountant(relation).compose(sigma, rate, steps).get_epsilon(1e-5)
+        reference = pld_privacy_accountant.PLDAccountant(
+            reference_relation, value_discretization_interval=1e-4
+        )
+        reference.compose(
+            dp_accounting.PoissonSampledDpEvent(rate, dp_accounting.GaussianDpEvent(sigma)),
+            steps,
+        )
+        tight = reference.get_epsilon(1e-5)
+        assert ours >= tight * (1 - 1e-9), (sigma, rate, steps)
+        assert ours <= tight + 2e-3 * steps**0.5 + 0.01 * tight, (sigma, rate, steps)
+        rdp = RDPAccountant(neighbouring_relation=relation).compose(sigma, rate, steps)
+        assert rdp.get_epsilon(1e-5) >= tight * (1 - 1e-9), (sigma, rate, steps)
