@@ -41,7 +41,7 @@ INF = float("inf")
 EPSILONS = [0.1, 0.5, 1.0, 2.0, 5.0, INF]
 DELTA = 1e-5
 N_SPLITS = 10
-STOCHASTIC = {"batch_size": 5200, "max_iter": 25}
+STOCHASTIC = {"batch_size": 5200, "max_iter": 4}  # 4 passes of 6 iterations
 
 
 def make_problem(n_samples, n_features, *, scale=3.0, seed=0):
