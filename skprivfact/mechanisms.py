@@ -53,6 +53,8 @@ _MIN_NOISE_RATIO = 1e-12
 # Below this norm bound clipped rows may hold subnormal entries, whose
 # rounding the clipping margin does not cover: those are checked again.
 _SUBNORMAL_NORM = 2.0**-960
+# The per-row clipping factor is applied in one product when it lies here.
+_FACTOR_RANGE = (2.0**-900, 2.0**900)
 
 # 64-bit words read from the randomness source per refill of the secure sampler.
 _SECURE_WORDS_PER_REFILL = 4096
@@ -135,31 +137,48 @@ def _clip_rows_inplace(rows, max_norm):
     if not np.any(to_scale):
         return rows
     error_bound = _norm_relative_error_bound(rows.shape[1])
-    selected = rows[to_scale]
-    row_max, scaled_norm = row_max[to_scale], scaled_norm[to_scale]
+    every_row = bool(to_scale.all())
+    if not every_row:
+        row_max, scaled_norm = row_max[to_scale], scaled_norm[to_scale]
     # Aim a few error bounds inside the ball so that the float check certifies
-    # the result. Rows already inside by less than that keep their length.
+    # the result. Rows in the undecided band have norm above
+    # max_norm * (1 - error_bound), so this always moves a row inwards. One
+    # product per entry: the per-row factor's rounding is uniform over the
+    # row, within the margin.
     shrink = 1.0 - 4.0 * error_bound
-    # Rows in the undecided band have norm above max_norm * (1 - error_bound),
-    # so this always moves a row inwards.
-    factor = (max_norm / scaled_norm) * shrink
-    clipped = (selected / row_max[:, np.newaxis]) * factor[:, np.newaxis]
+    target = (max_norm / scaled_norm) * shrink
+    with np.errstate(under="ignore", over="ignore"):
+        factor = target / row_max
+    # Where the combined factor leaves the normal range, divide by the row
+    # maximum first (two roundings per entry, the original scale kept).
+    two_step = ~((factor > _FACTOR_RANGE[0]) & (factor < _FACTOR_RANGE[1]))
+    if every_row and not two_step.any():
+        # Normalised data (every row on the sphere): scale in place, no copy.
+        rows *= factor[:, np.newaxis]
+        clipped = rows
+    else:
+        every_row = False
+        selected = rows[to_scale]
+        clipped = selected * factor[:, np.newaxis]
+        if two_step.any():
+            clipped[two_step] = (
+                selected[two_step] / row_max[two_step, np.newaxis]
+            ) * target[two_step, np.newaxis]
     # With normal floats the margin certifies every clipped row (the scaling
     # adds two roundings per entry, far below the margin). Subnormal results
     # (a max_norm near 1e-308) round coarsely; shrink those rows further until
     # the check certifies them. Stepping every entry towards zero guarantees
     # progress.
-    if max_norm > _SUBNORMAL_NORM:
+    if max_norm <= _SUBNORMAL_NORM:
+        still_outside = _rows_to_scale(clipped, max_norm)[0]
+        while np.any(still_outside):
+            shrink *= shrink
+            clipped[still_outside] = np.nextafter(clipped[still_outside] * shrink, 0.0)
+            still_outside[still_outside] = _rows_to_scale(
+                clipped[still_outside], max_norm
+            )[0]
+    if not every_row:
         rows[to_scale] = clipped
-        return rows
-    still_outside = _rows_to_scale(clipped, max_norm)[0]
-    while np.any(still_outside):
-        shrink *= shrink
-        clipped[still_outside] = np.nextafter(clipped[still_outside] * shrink, 0.0)
-        still_outside[still_outside] = _rows_to_scale(clipped[still_outside], max_norm)[
-            0
-        ]
-    rows[to_scale] = clipped
     return rows
 
 
