@@ -1,4 +1,7 @@
-"""numba kernels of :class:`~skprivfact.lda.DPLDA`: E-step, clipping, bound.
+"""numba kernels of :class:`~skprivfact.lda.DPLDA`: E-step and bound.
+
+Each document's statistic is clipped inside the E-step with the shared kernel
+:func:`skprivfact._clip_kernels.clip_frobenius_inplace`.
 
 Every kernel works on one contiguous range of rows of a CSR matrix given by
 its ``indptr``, ``indices`` and ``data`` arrays, releases the GIL and touches
@@ -17,8 +20,9 @@ import math
 import numpy as np
 from numba import njit
 
+from ._clip_kernels import clip_frobenius_inplace
+
 __all__ = [
-    "clip_frobenius_inplace",
     "digamma",
     "doc_log_likelihood_bound",
     "e_step",
@@ -28,7 +32,6 @@ __all__ = [
 # scikit-learn does, so that a word no topic explains does not divide by zero.
 _EPS = np.finfo(np.float64).eps
 _EULER = 0.577215664901532860606512090082
-_UNIT_ROUNDOFF = 2.0**-53
 
 
 @njit(cache=True, nogil=True)
@@ -65,65 +68,6 @@ def _exp_dirichlet_expectation(doc_topic, out):
     psi_total = digamma(total)
     for k in range(doc_topic.shape[0]):
         out[k] = math.exp(digamma(doc_topic[k]) - psi_total)
-
-
-@njit(cache=True, nogil=True)
-def _frobenius_norm(stats, n_rows):
-    """Norm of stats[:n_rows], scaled by its largest entry against over/underflow.
-
-    Returns 0 for an all-zero block. The relative error is below
-    ``(n_entries + 6) / 2`` unit roundoffs (see :func:`clip_frobenius_inplace`).
-    """
-    n_cols = stats.shape[1]
-    largest = 0.0
-    for i in range(n_rows):
-        for k in range(n_cols):
-            value = abs(stats[i, k])
-            largest = max(largest, value)
-    if largest == 0.0:
-        return 0.0
-    sum_sq = 0.0
-    for i in range(n_rows):
-        for k in range(n_cols):
-            scaled = stats[i, k] / largest
-            sum_sq += scaled * scaled
-    return largest * math.sqrt(sum_sq)
-
-
-@njit(cache=True, nogil=True)
-def clip_frobenius_inplace(stats, n_rows, max_norm):
-    """Scale stats[:n_rows] in place so that its Frobenius norm is at most max_norm.
-
-    The bound holds in exact arithmetic for the returned floats, as for
-    :func:`skprivfact.mechanisms.clip_frobenius`: the computed norm has a
-    relative error below ``err = 2 (n_entries + 8)`` unit roundoffs (the
-    division by the largest entry, the square, the sum of ``n_entries``
-    non-negative terms, the square root and the final product), so a block
-    whose computed norm times ``1 + err`` is at most ``max_norm`` is inside the
-    ball. Blocks outside it are scaled to a few error bounds inside the ball
-    and checked again, shrinking further until the check certifies them.
-
-    Returns
-    -------
-    scale : float
-        The factor applied (1.0 when the block was already inside).
-    """
-    if n_rows == 0 or max_norm == np.inf:
-        return 1.0
-    err = 2.0 * (n_rows * stats.shape[1] + 8) * _UNIT_ROUNDOFF
-    norm = _frobenius_norm(stats, n_rows)
-    if norm * (1.0 + err) <= max_norm:
-        return 1.0
-    scale = (max_norm / norm) * (1.0 - 4.0 * err)
-    while True:
-        for i in range(n_rows):
-            for k in range(stats.shape[1]):
-                stats[i, k] *= scale
-        if _frobenius_norm(stats, n_rows) * (1.0 + err) <= max_norm:
-            return scale
-        # Only reached through rounding far beyond the error analysis (for
-        # example subnormal entries); every pass shrinks the block further.
-        scale = 1.0 - 4.0 * err
 
 
 @njit(cache=True, nogil=True)
