@@ -7,6 +7,7 @@ from numbers import Integral, Real
 
 import numpy as np
 from scipy import linalg, special
+from scipy.linalg import blas
 from sklearn.base import ClassifierMixin, TransformerMixin, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
@@ -138,10 +139,12 @@ def _expected_sufficient_statistics(rows, labels, second_moment, work=None):
     squared_logit_scale = np.einsum("ij,ij->i", work, rows)
     omega = _expected_polya_gamma(np.sqrt(np.maximum(squared_logit_scale, 0.0)))
     first_moment_sum = (labels - 0.5) @ rows
-    np.multiply(rows, omega[:, np.newaxis], out=work)
-    second_moment_sum = work.T @ rows
-    # The product is symmetric only up to rounding.
-    second_moment_sum = (second_moment_sum + second_moment_sum.T) / 2.0
+    # sum_n omega_n x_n x_n' as the symmetric rank-k update of the rows
+    # scaled by sqrt(omega_n): half the flops of a general product, and
+    # exactly symmetric once the upper triangle is mirrored.
+    np.multiply(rows, np.sqrt(omega)[:, np.newaxis], out=work)
+    upper = np.triu(blas.dsyrk(1.0, work.T, trans=0))
+    second_moment_sum = upper + np.triu(upper, 1).T
     return first_moment_sum, second_moment_sum
 
 
