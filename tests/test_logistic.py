@@ -3,6 +3,7 @@
 import io
 import math
 import pickle
+import re
 from contextlib import redirect_stdout
 from pathlib import Path
 
@@ -14,7 +15,6 @@ from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from skprivfact import logistic
 from skprivfact.accounting import calibrate_noise_multiplier
 from skprivfact.datasets import load_adult
 from skprivfact.exceptions import PrivacyLeakWarning
@@ -25,6 +25,7 @@ from skprivfact.logistic import (
     _expected_sufficient_statistics,
     _log_expected_sigmoid,
 )
+from skprivfact.privacy import PrivacyEngine
 from skprivfact.utils._testing import dp_accounting_epsilon, gaussian_kl
 
 INF = float("inf")
@@ -222,10 +223,11 @@ def test_noise_free_stochastic_mode_approaches_full_batch():
         epsilon=INF,
         data_norm=1.0,
         batch_size=400,
-        max_iter=300,
+        max_iter=60,  # passes of 5 iterations: 300 iterations
         random_state=0,
     ).fit(X, y)
     assert stochastic.sample_rate_ == pytest.approx(0.2)
+    assert stochastic.n_releases_ == 300
     std = np.sqrt(np.diag(full.coef_covariance_))[:5]
     # A batch estimate of the totals has about (1 - q) / q = 4 times the
     # posterior variance; averaged over the last ~300**0.8 = 96 batches, the
@@ -238,21 +240,23 @@ def test_noise_free_stochastic_mode_approaches_full_batch():
 # Privacy ---------------------------------------------------------------------
 
 
-class RecordingMechanism:
-    """Wraps gaussian_mechanism and keeps its arguments and noisy output."""
+class RecordingRelease:
+    """Wraps PrivacyEngine.release and keeps its arguments and noisy output."""
 
-    def __init__(self, mechanism):
-        self.mechanism = mechanism
+    def __init__(self, release):
+        self.release = release
         self.calls = []
 
-    def __call__(self, blocks, sensitivities, noise_multiplier, **kwargs):
-        noisy = self.mechanism(blocks, sensitivities, noise_multiplier, **kwargs)
+    def __call__(self, engine, blocks, sensitivities, **kwargs):
+        clean = [np.array(b, dtype=float, copy=True) for b in blocks]
+        noisy = self.release(engine, blocks, sensitivities, **kwargs)
         self.calls.append(
             {
-                "blocks": [np.array(b) for b in blocks],
-                "noisy": noisy,
+                "blocks": clean,
+                "noisy": [np.array(b, copy=True) for b in noisy],
                 "sensitivities": list(sensitivities),
-                "noise_multiplier": noise_multiplier,
+                "noise_multiplier": engine.plan.noise_multiplier,
+                "sample_rate": kwargs.get("sample_rate") or engine.plan.sample_rate,
                 "symmetric": kwargs.get("symmetric"),
             }
         )
@@ -261,14 +265,20 @@ class RecordingMechanism:
 
 @pytest.fixture
 def recording(monkeypatch):
-    recorder = RecordingMechanism(logistic.gaussian_mechanism)
-    monkeypatch.setattr(logistic, "gaussian_mechanism", recorder)
+    recorder = RecordingRelease(PrivacyEngine.release)
+
+    def release(engine, blocks, sensitivities, **kwargs):
+        return recorder(engine, blocks, sensitivities, **kwargs)
+
+    monkeypatch.setattr(PrivacyEngine, "release", release)
     return recorder
 
 
-@pytest.mark.parametrize("batch_size", [None, 100])
+@pytest.mark.parametrize(
+    "batch_size, relation", [(None, "add_remove"), (100, "substitution")]
+)
 def test_each_iteration_is_one_joint_release_and_one_accountant_step(
-    recording, batch_size
+    recording, batch_size, relation
 ):
     X, y, _ = make_problem(500, 3)
     data_norm = 0.8
@@ -280,18 +290,48 @@ def test_each_iteration_is_one_joint_release_and_one_accountant_step(
         random_state=0,
     ).fit(X, y)
     sample_rate = 1.0 if batch_size is None else batch_size / 500
-    assert len(recording.calls) == 12
+    # max_iter counts passes; a pass is ceil(n / batch_size) iterations.
+    n_iterations = 12 * math.ceil(1 / sample_rate)
+    assert clf.n_iter_ == 12
+    assert len(recording.calls) == clf.n_releases_ == n_iterations
+    # Full batch uses nothing but sums over every row: adding or removing a
+    # row; a Poisson batch's rate uses n, which is then public: substitution.
+    assert clf.neighbouring_relation_ == relation
     for call in recording.calls:
         assert call["sensitivities"] == [data_norm / 2, data_norm**2 / 4]
         assert call["noise_multiplier"] == clf.noise_multiplier_
         assert call["symmetric"] == [False, True]
+        assert call["sample_rate"] == sample_rate
     # One step per release, with the joint noise multiplier: composing the
-    # two blocks as separate steps would show 24 steps here.
-    assert clf.accountant_.history == [(clf.noise_multiplier_, sample_rate, 1)] * 12
+    # two blocks as separate steps would show twice as many steps here.
+    assert clf.accountant_.history == [(clf.noise_multiplier_, sample_rate, 1)] * (
+        n_iterations
+    )
     assert clf.noise_multiplier_ == calibrate_noise_multiplier(
-        1.0, 1e-5, sample_rate=sample_rate, steps=12
+        1.0,
+        1e-5,
+        sample_rate=sample_rate,
+        steps=n_iterations,
+        neighbouring_relation=relation,
     )
     assert 0.99 <= clf.privacy_spent_[0] <= 1.0
+
+
+def replace_one_epsilon(noise_multiplier, sample_rate, steps, delta):
+    """Tight epsilon of Poisson-subsampled Gaussian releases under substitution."""
+    import dp_accounting
+    from dp_accounting.pld import pld_privacy_accountant
+
+    accountant = pld_privacy_accountant.PLDAccountant(
+        dp_accounting.NeighboringRelation.REPLACE_ONE, value_discretization_interval=1e-4
+    )
+    accountant.compose(
+        dp_accounting.PoissonSampledDpEvent(
+            sample_rate, dp_accounting.GaussianDpEvent(noise_multiplier)
+        ),
+        steps,
+    )
+    return accountant.get_epsilon(delta)
 
 
 @pytest.mark.parametrize("batch_size", [None, 50])
@@ -302,16 +342,28 @@ def test_privacy_spent_matches_dp_accounting(batch_size):
         epsilon=0.7,
         delta=1e-6,
         data_norm=1.0,
-        max_iter=30,
+        max_iter=3,
         batch_size=batch_size,
         random_state=0,
     ).fit(X, y)
-    sample_rate = 1.0 if batch_size is None else batch_size / 1000
-    expected = dp_accounting_epsilon(clf.noise_multiplier_, sample_rate, 30, 1e-6)
-    # The same RDP bound; the orders differ (ours is a finer grid), which moves
-    # the converted epsilon by well under 1%.
-    assert clf.privacy_spent_[0] == pytest.approx(expected, rel=1e-2)
-    assert clf.privacy_spent_[0] <= 0.7
+    if batch_size is None:
+        assert clf.neighbouring_relation_ == "add_remove"
+        assert clf.n_releases_ == 3
+        expected = dp_accounting_epsilon(clf.noise_multiplier_, 1.0, 3, 1e-6)
+        # The same RDP bound; the orders differ (ours is a finer grid), which
+        # moves the converted epsilon by well under 1%.
+        assert clf.privacy_spent_[0] == pytest.approx(expected, rel=1e-2)
+    else:
+        # 3 passes of 20 iterations at rate 0.05, for replacing one row.
+        assert clf.neighbouring_relation_ == "substitution"
+        assert clf.n_releases_ == 60
+        tight = replace_one_epsilon(clf.noise_multiplier_, 0.05, 60, 1e-6)
+        # Our substitution RDP bound is never below the tight PLD epsilon,
+        # and not far above it.
+        assert tight * (1 - 1e-6) <= clf.privacy_spent_[0] <= 1.5 * tight
+    # Calibrated to spend the budget, not much less.
+    assert clf.privacy_spent_[1] == 1e-6
+    assert 0.69 <= clf.privacy_spent_[0] <= 0.7
 
 
 def test_released_noise_has_the_joint_scale(recording):
@@ -321,6 +373,7 @@ def test_released_noise_has_the_joint_scale(recording):
     clf = DPBayesLogReg(
         epsilon=2.0, data_norm=data_norm, max_iter=300, random_state=0
     ).fit(X, y)
+    assert len(recording.calls) == 300
     first_noise = np.concatenate(
         [c["noisy"][0] - c["blocks"][0] for c in recording.calls]
     )
@@ -414,8 +467,16 @@ def test_verbose_reports_epsilon_spent():
     with redirect_stdout(buffer):
         DPBayesLogReg(data_norm=1.0, max_iter=3, verbose=1, random_state=0).fit(X, y)
     lines = buffer.getvalue().splitlines()
+    # One line per iteration (full batch: one per pass), in the engine's format.
     assert len(lines) == 3
-    assert "iteration 3/3" in lines[-1] and "epsilon spent" in lines[-1]
+    for i, line in enumerate(lines, start=1):
+        assert re.fullmatch(
+            rf"\[DPBayesLogReg\] iteration {i} of 3: released objective -?[\d.]+, "
+            r"epsilon spent [\d.]+(e[+-]\d+)?, [\d.]+ s",
+            line,
+        ), line
+    epsilons = [float(re.search(r"epsilon spent ([^,]+),", line)[1]) for line in lines]
+    assert epsilons[0] < epsilons[1] < epsilons[2] <= 1.0
 
 
 # scikit-learn compatibility ----------------------------------------------------
