@@ -54,6 +54,7 @@ class CentralPrivacyEstimator(BaseEstimator):
         "delta": [Interval(Real, 0, 1, closed="neither")],
         "accountant": [StrOptions({"rdp", "pld"})],
         "budget": [PrivacyBudget, None],
+        "secure": ["boolean"],
     }
 
     _full_batch_is_n_free = False
@@ -88,6 +89,7 @@ class CentralPrivacyEstimator(BaseEstimator):
             accountant=self.accountant,
             neighbouring_relation=relation,
             noise_multiplier=noise_multiplier,
+            secure=self.secure,
         )
         self._engine = PrivacyEngine(
             plan,

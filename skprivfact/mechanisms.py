@@ -40,6 +40,7 @@ __all__ = [
     "symmetric_gaussian_noise",
     "project_psd",
     "two_sided_geometric",
+    "discrete_gaussian",
 ]
 
 # Half the distance from 1.0 to the next float64: the relative error of one
@@ -55,6 +56,11 @@ _MIN_NOISE_RATIO = 1e-12
 _SUBNORMAL_NORM = 2.0**-960
 # The per-row clipping factor is applied in one product when it lies here.
 _FACTOR_RANGE = (2.0**-900, 2.0**900)
+
+# The secure Gaussian mechanism rounds each statistic to a grid whose step
+# moves it by at most this fraction of the noise scale, and adds that much to
+# the noise (see _secure_block_noise).
+_SECURE_GRID_FRACTION = 1e-3
 
 # 64-bit words read from the randomness source per refill of the secure sampler.
 _SECURE_WORDS_PER_REFILL = 4096
@@ -407,7 +413,13 @@ def symmetric_gaussian_noise(n_features, scale, *, random_state=None):
 
 
 def gaussian_mechanism(
-    blocks, sensitivities, noise_multiplier, *, symmetric=None, random_state=None
+    blocks,
+    sensitivities,
+    noise_multiplier,
+    *,
+    symmetric=None,
+    random_state=None,
+    secure=False,
 ):
     """Release several statistics of the same records as one Gaussian mechanism.
 
@@ -440,7 +452,17 @@ def gaussian_mechanism(
         symmetric noise of :func:`symmetric_gaussian_noise`, with their
         Frobenius sensitivity. None means no symmetric block.
     random_state : int, RandomState instance, Generator or None, default=None
-        Source of the noise. Pass an int for reproducible output.
+        Source of the noise. Pass an int for reproducible output. With
+        ``secure=True``: None (the operating system's cryptographic
+        randomness) or, for tests only, a ``random.Random``.
+    secure : bool, default=False
+        Draw floating-point-safe noise: each block is rounded to a grid of
+        power-of-two step and gets exact discrete Gaussian noise on that grid
+        (:func:`discrete_gaussian`), of scale ``(1 + 1e-3)`` times the
+        Gaussian's, which covers the rounding's change of sensitivity. Its
+        Renyi DP is at most the continuous Gaussian's (Canonne, Kamath and
+        Steinke, 2020, Theorems 4 and 14), so the RDP accountant's full-batch
+        bound holds.
 
     Returns
     -------
@@ -497,6 +519,12 @@ def gaussian_mechanism(
                 f"blocks[{i}] is marked symmetric but has shape {block.shape}; a "
                 "symmetric block must be a square matrix."
             )
+    if secure:
+        rng = _check_secure_random_state(random_state)
+        return [
+            _secure_block_noise(block, float(scale) * (1.0 + _SECURE_GRID_FRACTION), flag, rng)
+            for block, scale, flag in zip(blocks, scales, symmetric, strict=True)
+        ]
     rng = _check_numpy_random_state(random_state)
     noisy_blocks = []
     for block, scale, is_symmetric in zip(blocks, scales, symmetric, strict=True):
@@ -696,6 +724,145 @@ def _exact_two_sided_geometric(numerator, denominator, n_draws, rng):
         else:
             append(magnitude)
     return draws
+
+
+class _ExactBits:
+    """Uniform integers and exact Bernoulli(exp(-gamma)) draws from a byte source.
+
+    The building blocks of Canonne, Kamath and Steinke (2020), "The Discrete
+    Gaussian for Differential Privacy", Algorithm 1, in integer arithmetic
+    (see :func:`_exact_two_sided_geometric`, which inlines the same steps for
+    speed).
+    """
+
+    def __init__(self, rng):
+        self._randbytes = rng.randbytes
+        self._words = []
+
+    def randbelow(self, bound):
+        n_bits = (bound - 1).bit_length()
+        n_words = max(1, -(-n_bits // 64))
+        while True:
+            value = 0
+            for _ in range(n_words):
+                if not self._words:
+                    self._words.extend(array("Q", self._randbytes(8 * _SECURE_WORDS_PER_REFILL)))
+                value = (value << 64) | self._words.pop()
+            value >>= 64 * n_words - n_bits
+            if value < bound:
+                return value
+
+    def bernoulli_exp(self, gamma):
+        """True with probability exp(-gamma), for a rational gamma >= 0."""
+        while gamma > 1:
+            # exp(-gamma) = exp(-1) * exp(-(gamma - 1)): both must succeed.
+            if not self.bernoulli_exp(Fraction(1)):
+                return False
+            gamma -= 1
+        numerator, denominator = gamma.numerator, gamma.denominator
+        k = 1
+        while self.randbelow(denominator * k) < numerator:
+            k += 1
+        return bool(k & 1)
+
+
+def _exact_discrete_gaussian(sigma_squared, n_draws, rng):
+    """``n_draws`` exact draws of the discrete Gaussian N_Z(0, sigma_squared).
+
+    P(x) is proportional to exp(-x^2 / (2 sigma^2)) on the integers, for a
+    rational ``sigma_squared`` (Canonne, Kamath and Steinke, 2020, Algorithm
+    3): a discrete Laplace proposal of scale ``t = floor(sigma) + 1``, kept
+    with probability ``exp(-(|y| - sigma^2 / t)^2 / (2 sigma^2))``.
+    """
+    bits = _ExactBits(rng)
+    t = math.isqrt(sigma_squared.numerator // sigma_squared.denominator) + 1
+    shift = sigma_squared / t
+    draws = []
+    while len(draws) < n_draws:
+        # Discrete Laplace of scale t: U uniform below t kept with
+        # probability exp(-U / t), plus t times a geometric of ratio exp(-1).
+        u = bits.randbelow(t)
+        if not bits.bernoulli_exp(Fraction(u, t)):
+            continue
+        v = 0
+        while bits.bernoulli_exp(Fraction(1)):
+            v += 1
+        magnitude = u + t * v
+        negative = bits.randbelow(2)
+        if negative and magnitude == 0:
+            continue
+        if bits.bernoulli_exp((magnitude - shift) ** 2 / (2 * sigma_squared)):
+            draws.append(-magnitude if negative else magnitude)
+    return draws
+
+
+def discrete_gaussian(sigma, size=None, *, random_state=None):
+    """Exact draws of the discrete Gaussian on the integers, from secure randomness.
+
+    P(x) is proportional to ``exp(-x**2 / (2 sigma**2))`` for every integer
+    ``x``, with ``sigma`` taken as the exact rational value of the float
+    given. Integer arithmetic only (Canonne, Kamath and Steinke, 2020), so no
+    floating-point artefact (Mironov, 2012) can reveal the value the noise is
+    added to. Pure Python: about 10**4 to 10**5 draws per second.
+
+    Parameters
+    ----------
+    sigma : float
+        The scale, positive and finite.
+    size : int or tuple of int, default=None
+        Output shape; None gives a 0-D array.
+    random_state : random.Random or None, default=None
+        None (``secrets.SystemRandom``, the operating system's cryptographic
+        randomness) or, for reproducible tests only, a ``random.Random``.
+
+    Returns
+    -------
+    draws : ndarray of int64
+        Python integers beyond int64 cannot occur below ``sigma = 1e15``.
+
+    Examples
+    --------
+    >>> import random
+    >>> from skprivfact.mechanisms import discrete_gaussian
+    >>> discrete_gaussian(3.0, size=4, random_state=random.Random(0)).shape
+    (4,)
+    """
+    sigma = check_positive_bound(sigma, "sigma")
+    if sigma > 1e15:
+        raise ValueError(f"sigma must be at most 1e15 (int64 draws); got {sigma!r}.")
+    shape = _check_size(size)
+    rng = _check_secure_random_state(random_state)
+    draws = _exact_discrete_gaussian(Fraction(sigma) ** 2, math.prod(shape), rng)
+    return np.array(draws, dtype=np.int64).reshape(shape)
+
+
+def _secure_block_noise(block, scale, is_symmetric, rng):
+    """Round a block to a grid of power-of-two step and add discrete Gaussian noise.
+
+    The grid step is at most ``_SECURE_GRID_FRACTION * scale / sqrt(size)``:
+    rounding moves the block by at most ``step * sqrt(size)`` in L2 norm, which
+    the caller covers by inflating the sensitivity by that fraction of the
+    noise scale. The output is ``step * (rounded integers + noise)``, exact in
+    float64 (a power of two times an integer below 2**53).
+    """
+    step = 2.0 ** math.floor(
+        math.log2(_SECURE_GRID_FRACTION * scale / math.sqrt(max(block.size, 1)))
+    )
+    grid = np.rint(block / step)
+    if np.abs(grid).max(initial=0) >= 2**52:
+        raise ValueError(
+            "A statistic is too large for the secure grid (2**52 steps); lower its "
+            "bound or use secure=False."
+        )
+    if is_symmetric:
+        n = block.shape[0]
+        upper = np.triu_indices(n)
+        noise = np.zeros(block.shape, dtype=np.int64)
+        noise[upper] = discrete_gaussian(scale / step, upper[0].size, random_state=rng)
+        noise[upper[1], upper[0]] = noise[upper]
+    else:
+        noise = discrete_gaussian(scale / step, block.shape, random_state=rng)
+    return step * (grid + noise)
 
 
 def _check_secure_random_state(random_state):

@@ -28,6 +28,7 @@ import contextlib
 import dataclasses
 import math
 import numbers
+import random
 import threading
 import warnings
 
@@ -314,6 +315,8 @@ class PrivacyPlan:
         The accountant.
     neighbouring_relation : {"add_remove", "substitution"}
         The relation the epsilon holds for.
+    secure : bool
+        Whether the noise is the floating-point-safe discrete Gaussian.
     """
 
     epsilon: float
@@ -323,6 +326,7 @@ class PrivacyPlan:
     n_releases: int
     accountant: str
     neighbouring_relation: str
+    secure: bool = False
 
 
 def plan_privacy(
@@ -334,6 +338,7 @@ def plan_privacy(
     accountant="rdp",
     neighbouring_relation="substitution",
     noise_multiplier=None,
+    secure=False,
 ):
     """Plan a fit: calibrate the noise once for its releases.
 
@@ -354,12 +359,30 @@ def plan_privacy(
         The relation the epsilon holds for.
     noise_multiplier : float, default=None
         A given multiplier, used as is; None calibrates it from ``epsilon``.
+    secure : bool, default=False
+        Floating-point-safe noise (:func:`~skprivfact.mechanisms.discrete_gaussian`
+        on a fine grid, from the operating system's cryptographic randomness).
+        Its Renyi DP is bounded by the continuous Gaussian's without
+        subsampling, so it needs full batches (``sample_rate=1``) and the RDP
+        accountant.
 
     Returns
     -------
     plan : PrivacyPlan
     """
     sample_rate = _check_sample_rate(sample_rate)
+    if secure and sample_rate < 1.0:
+        raise ValueError(
+            "secure=True needs full-batch releases (batch_size=None, or at least "
+            "the number of records): the accountant's subsampling amplification is "
+            "proven for the continuous Gaussian, not for the discrete one."
+        )
+    if secure and accountant != "rdp":
+        raise ValueError(
+            'secure=True needs accountant="rdp": the Renyi DP of the discrete '
+            "Gaussian is bounded by the continuous one's, its privacy loss "
+            "distribution is not the one dp-accounting composes."
+        )
     if noise_multiplier is not None:
         sigma = float(noise_multiplier)
     elif math.isinf(epsilon):
@@ -381,6 +404,7 @@ def plan_privacy(
         int(n_releases),
         accountant,
         neighbouring_relation,
+        bool(secure),
     )
 
 
@@ -455,6 +479,12 @@ class PrivacyEngine:
             # operating system (the secrets module).
             return np.random.default_rng()
         return np.random.default_rng(self._testing_stream.spawn(1)[0])
+
+    def _secure_generator(self):
+        """The cryptographic source of secure releases (seeded in testing mode)."""
+        if self._testing_stream is None:
+            return None
+        return random.Random(int(self._testing_stream.spawn(1)[0].generate_state(2)[0]))
 
     @property
     def spent(self):
@@ -559,7 +589,16 @@ class PrivacyEngine:
         if self.budget is not None:
             self.budget._charge(self.plan, self.owner, rate)
         sigma = self.plan.noise_multiplier
-        if sigma > 0:
+        if sigma > 0 and self.plan.secure:
+            noisy = gaussian_mechanism(
+                list(blocks),
+                sensitivities,
+                sigma,
+                symmetric=symmetric,
+                random_state=self._secure_generator(),
+                secure=True,
+            )
+        elif sigma > 0:
             noisy = gaussian_mechanism(
                 list(blocks),
                 sensitivities,

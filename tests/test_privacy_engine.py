@@ -564,3 +564,77 @@ def test_pld_accountant_is_dp_accounting_within_its_discretisation(relation):
         assert ours <= tight + 2e-3 * steps**0.5 + 0.01 * tight, (sigma, rate, steps)
         rdp = RDPAccountant(neighbouring_relation=relation).compose(sigma, rate, steps)
         assert rdp.get_epsilon(1e-5) >= tight * (1 - 1e-9), (sigma, rate, steps)
+
+
+# Floating-point-safe noise -----------------------------------------------------
+
+
+def test_discrete_gaussian_has_the_exact_distribution():
+    import random
+
+    from skprivfact.mechanisms import discrete_gaussian
+
+    sigma = 2.5
+    draws = discrete_gaussian(sigma, 20_000, random_state=random.Random(5))
+    support = np.arange(-15, 16)
+    pmf = np.exp(-(support**2) / (2 * sigma**2))
+    pmf /= pmf.sum()
+    observed = np.array([(draws == x).sum() for x in support])
+    keep = pmf * draws.size >= 5
+    expected = pmf[keep] * draws.size
+    expected *= observed[keep].sum() / expected.sum()
+    assert stats.chisquare(observed[keep], expected).pvalue > 1e-4
+    # A 10% error in the scale is caught by the same test.
+    wrong = np.exp(-(support**2) / (2 * (1.1 * sigma) ** 2))
+    wrong = wrong[keep] / wrong[keep].sum() * observed[keep].sum()
+    assert stats.chisquare(observed[keep], wrong).pvalue < 1e-6
+
+
+@pytest.mark.secret_noise
+def test_secure_releases_are_discrete_gaussian_on_a_grid(spy, monkeypatch):
+    from skprivfact import mechanisms
+
+    calls = []
+    original = mechanisms.discrete_gaussian
+
+    def recording(sigma, size=None, *, random_state=None):
+        calls.append(random_state)
+        return original(sigma, size, random_state=random_state)
+
+    monkeypatch.setattr(mechanisms, "discrete_gaussian", recording)
+    monkeypatch.setattr(
+        PrivacyEngine,
+        "_generator",
+        lambda self: pytest.fail("floating-point noise drawn"),
+    )
+    estimator, data, _, _ = _logreg_case(1.0, secure=True)
+    estimator.set_params(max_iter=30)
+    _fit(estimator, data)
+    import secrets
+
+    # The operating system's cryptographic randomness.
+    assert calls and all(isinstance(rng, secrets.SystemRandom) for rng in calls)
+    sigma = estimator.noise_multiplier_
+    for i, sensitivity in enumerate(spy.calls[0]["sensitivities"]):
+        scale = sigma * math.sqrt(2) * sensitivity * (1 + mechanisms._SECURE_GRID_FRACTION)
+        noise = np.concatenate(
+            [(call["noisy"][i] - call["clean"][i]).ravel() for call in spy.calls]
+        )
+        assert abs(np.var(noise) / scale**2 - 1) < 6 * math.sqrt(2 / noise.size)
+        # Released values lie on a power-of-two grid far finer than the noise.
+        size = spy.calls[0]["clean"][i].size
+        step = 2.0 ** math.floor(
+            math.log2(mechanisms._SECURE_GRID_FRACTION * scale / math.sqrt(size))
+        )
+        released = np.concatenate([call["noisy"][i].ravel() for call in spy.calls])
+        np.testing.assert_array_equal(released / step, np.rint(released / step))
+    assert np.array_equal(spy.calls[0]["noisy"][1], spy.calls[0]["noisy"][1].T)
+
+
+def test_secure_needs_full_batches_and_the_rdp_accountant():
+    estimator, (X, _), _, _ = _lda_case(1.0, secure=True)
+    with pytest.raises(ValueError, match="full-batch"):
+        estimator.set_params(batch_size=10).fit(X)
+    estimator, (X, y), _, _ = _logreg_case(1.0, secure=True, accountant="pld")
+    with pytest.raises(ValueError, match='accountant="rdp"'):
+        estimator.fit(X, y)
