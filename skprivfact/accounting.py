@@ -643,7 +643,23 @@ class PLDAccountant:
         self._cache = {}
 
     def compose(self, noise_multiplier, sample_rate=1.0, steps=1):
-        """Record ``steps`` releases; see :meth:`RDPAccountant.compose`."""
+        """Record ``steps`` releases of the Poisson-subsampled Gaussian mechanism.
+
+        Parameters
+        ----------
+        noise_multiplier : float
+            Noise standard deviation over the L2 sensitivity of the release.
+            Zero means no noise: epsilon becomes infinite.
+        sample_rate : float, default=1.0
+            Poisson sampling rate in (0, 1].
+        steps : int, default=1
+            Number of such releases.
+
+        Returns
+        -------
+        self : PLDAccountant
+            The accountant, for chaining.
+        """
         noise_multiplier, sample_rate, steps = _check_step(
             noise_multiplier, sample_rate, steps
         )
@@ -665,7 +681,20 @@ class PLDAccountant:
         return sum(steps for _, _, steps in self._history)
 
     def get_privacy_spent(self, delta):
-        """Epsilon spent at ``delta`` (and NaN, for the interface of RDP's order)."""
+        """Epsilon spent at ``delta``, with the interface of :class:`RDPAccountant`.
+
+        Parameters
+        ----------
+        delta : float
+            Target delta in (0, 1).
+
+        Returns
+        -------
+        epsilon : float
+            The epsilon spent.
+        best_order : float
+            NaN: a privacy loss distribution has no Renyi order.
+        """
         return self.get_epsilon(delta), float("nan")
 
     def get_epsilon(self, delta):
@@ -679,6 +708,8 @@ class PLDAccountant:
         Returns
         -------
         epsilon : float
+            The epsilon spent (0 when nothing was composed, ``inf`` after a
+            noise-free release).
         """
         check_privacy_params(delta=delta)
         if not self._history:
@@ -693,7 +724,13 @@ class PLDAccountant:
         return self._cache[delta]
 
     def copy(self):
-        """Return an independent copy."""
+        """Return an independent copy.
+
+        Returns
+        -------
+        accountant : PLDAccountant
+            The copy, with the same history.
+        """
         new = PLDAccountant.__new__(PLDAccountant)
         new.neighbouring_relation = self.neighbouring_relation
         new.value_discretization_interval = self.value_discretization_interval
@@ -750,6 +787,7 @@ def make_accountant(accountant="rdp", neighbouring_relation="add_remove"):
     Returns
     -------
     accountant : RDPAccountant or PLDAccountant
+        An accountant with no step recorded.
     """
     if accountant == "rdp":
         return RDPAccountant(neighbouring_relation=neighbouring_relation)

@@ -437,11 +437,11 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         learning_offset=10.0,
         mean_change_tol=1e-3,
         max_doc_update_iter=100,
+        n_jobs=None,
+        verbose=0,
         accountant="rdp",
         budget=None,
         secure=False,
-        n_jobs=None,
-        verbose=0,
         random_state=None,
     ):
         self.n_components = n_components

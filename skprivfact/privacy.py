@@ -36,7 +36,7 @@ import numpy as np
 
 from .accounting import calibrate_noise_multiplier, make_accountant
 from .exceptions import PrivacyBudgetExceededError, ReproducibleNoiseWarning
-from .mechanisms import gaussian_mechanism
+from .mechanisms import gaussian_mechanism, gaussian_noise_scales
 from .utils._validation import check_privacy_params
 
 __all__ = [
@@ -77,6 +77,11 @@ def reproducible_noise(seed):
     ----------
     seed : int
         The root seed.
+
+    Yields
+    ------
+    None
+        The block runs in the testing mode.
 
     Examples
     --------
@@ -301,7 +306,7 @@ class PrivacyBudget:
 class PrivacyPlan:
     """Everything a central-DP fit fixes before it reads the data.
 
-    Attributes
+    Parameters
     ----------
     epsilon, delta : float
         The fit's budget (``epsilon=inf``: no limit).
@@ -369,6 +374,7 @@ def plan_privacy(
     Returns
     -------
     plan : PrivacyPlan
+        The plan, with the calibrated noise multiplier.
     """
     sample_rate = _check_sample_rate(sample_rate)
     if secure and sample_rate < 1.0:
@@ -492,7 +498,7 @@ class PrivacyEngine:
         return float(self.accountant.get_epsilon(self.plan.delta)), self.plan.delta
 
     def sample(self, n_samples, sample_rate=None):
-        """Indices of a Poisson batch: each row kept with the sampling rate.
+        """Draw the indices of a Poisson batch: each row kept at the sampling rate.
 
         Drawn from the release's secret randomness, so the batch cannot be
         replayed (which the subsampling amplification assumes).
@@ -613,13 +619,35 @@ class PrivacyEngine:
         return noisy
 
     def noise_scales(self, sensitivities):
-        """Noise std of each block of one release (see :meth:`release`)."""
-        from .mechanisms import gaussian_noise_scales
+        """Noise std of each block of one release (see :meth:`release`).
 
+        Parameters
+        ----------
+        sensitivities : sequence of float
+            The per-record bound of each block.
+
+        Returns
+        -------
+        scales : ndarray of shape (n_blocks,)
+            ``noise_multiplier * sqrt(n_blocks) * sensitivities``.
+        """
         return gaussian_noise_scales(sensitivities, self.plan.noise_multiplier)
 
     def progress(self, message, start_time, now):
-        """One verbose line: ``[owner] message, epsilon spent e, s seconds``."""
+        """Format the one verbose line every DP estimator prints.
+
+        Parameters
+        ----------
+        message : str
+            Where the fit is (pass, iteration) and what its objective is.
+        start_time, now : float
+            ``time.perf_counter()`` at the start of the fit and now.
+
+        Returns
+        -------
+        line : str
+            ``[owner] message, epsilon spent e, s s``.
+        """
         epsilon = self.spent[0]
         return (
             f"[{self.owner}] {message}, epsilon spent {epsilon:.4g}, "
