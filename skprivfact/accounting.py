@@ -424,7 +424,34 @@ def rdp_to_epsilon(orders, rdp, delta):
     return max(0.0, float(eps[best])), float(orders[best])
 
 
-class RDPAccountant:
+class _Accountant:
+    """What both accountants share: the record of steps, copies and their repr."""
+
+    @property
+    def history(self):
+        """Steps composed so far, as (noise_multiplier, sample_rate, steps) runs."""
+        return list(self._history)
+
+    @property
+    def steps(self):
+        """Total number of releases composed."""
+        return sum(steps for _, _, steps in self._history)
+
+    def __copy__(self):
+        return self.copy()
+
+    def __deepcopy__(self, memo):
+        return self.copy()
+
+    def __repr__(self):
+        return (
+            f"{type(self).__name__}(neighbouring_relation="
+            f"{self.neighbouring_relation!r}, steps={self.steps}, "
+            f"history={self._history!r})"
+        )
+
+
+class RDPAccountant(_Accountant):
     """Renyi-DP accountant for Poisson-subsampled Gaussian releases.
 
     Records every composition step, so that a fit continued with
@@ -508,16 +535,6 @@ class RDPAccountant:
         return self
 
     @property
-    def history(self):
-        """Steps composed so far, as (noise_multiplier, sample_rate, steps) tuples."""
-        return list(self._history)
-
-    @property
-    def steps(self):
-        """Total number of releases composed."""
-        return sum(steps for _, _, steps in self._history)
-
-    @property
     def rdp(self):
         """Composed RDP at each order, an ndarray of shape (n_orders,)."""
         return self._total_rdp.copy()
@@ -573,17 +590,6 @@ class RDPAccountant:
         new._total_rdp = self._total_rdp.copy()
         return new
 
-    def __copy__(self):
-        return self.copy()
-
-    def __deepcopy__(self, memo):
-        return self.copy()
-
-    def __repr__(self):
-        return (
-            f"RDPAccountant(neighbouring_relation={self.neighbouring_relation!r}, "
-            f"steps={self.steps}, history={self._history!r})"
-        )
 
 
 def _import_dp_accounting():
@@ -601,7 +607,7 @@ def _import_dp_accounting():
     return dp_accounting, pld_privacy_accountant
 
 
-class PLDAccountant:
+class PLDAccountant(_Accountant):
     """Tight accountant: privacy loss distributions, from dp-accounting.
 
     The same interface as :class:`RDPAccountant`; the epsilon is the one
@@ -670,16 +676,6 @@ class PLDAccountant:
         self._cache = {}
         return self
 
-    @property
-    def history(self):
-        """Steps composed so far, as (noise_multiplier, sample_rate, steps) runs."""
-        return list(self._history)
-
-    @property
-    def steps(self):
-        """Total number of releases composed."""
-        return sum(steps for _, _, steps in self._history)
-
     def get_privacy_spent(self, delta):
         """Epsilon spent at ``delta``, with the interface of :class:`RDPAccountant`.
 
@@ -738,17 +734,6 @@ class PLDAccountant:
         new._cache = dict(self._cache)
         return new
 
-    def __copy__(self):
-        return self.copy()
-
-    def __deepcopy__(self, memo):
-        return self.copy()
-
-    def __repr__(self):
-        return (
-            f"PLDAccountant(neighbouring_relation={self.neighbouring_relation!r}, "
-            f"steps={self.steps}, history={self._history!r})"
-        )
 
 
 @functools.lru_cache(maxsize=1024)

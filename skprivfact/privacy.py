@@ -595,22 +595,15 @@ class PrivacyEngine:
         if self.budget is not None:
             self.budget._charge(self.plan, self.owner, rate)
         sigma = self.plan.noise_multiplier
-        if sigma > 0 and self.plan.secure:
+        if sigma > 0:
+            secure = self.plan.secure
             noisy = gaussian_mechanism(
                 list(blocks),
                 sensitivities,
                 sigma,
                 symmetric=symmetric,
-                random_state=self._secure_generator(),
-                secure=True,
-            )
-        elif sigma > 0:
-            noisy = gaussian_mechanism(
-                list(blocks),
-                sensitivities,
-                sigma,
-                symmetric=symmetric,
-                random_state=self._generator(),
+                random_state=self._secure_generator() if secure else self._generator(),
+                secure=secure,
             )
         else:
             noisy = [np.array(block, dtype=np.float64) for block in blocks]
