@@ -188,11 +188,16 @@ class _LinearModel:
         shift = theta[self.n_triangle : self.n_triangle + self.n_coef]
         return precision, shift, theta[-2], theta[-1]
 
-    def moments(self, theta):
+    def moments(self, theta, noise_std=0.0):
         precision, shift, shape, rate = self.unpack(theta)
         covariance = np.linalg.inv(precision)
         covariance = (covariance + covariance.T) / 2
-        return covariance @ shift, covariance, shape, rate
+        mean = covariance @ shift
+        if noise_std > 0:
+            mean, covariance = _denoise_linear(
+                mean, covariance, noise_std, self.prior_precision
+            )
+        return mean, covariance, shape, rate
 
     def noise_var(self, shape, rate):
         return _noise_variance(self.noise_variance, shape, rate)
@@ -202,7 +207,7 @@ class _LinearModel:
         return float(mean @ mean + np.trace(covariance)), self.n_coef
 
     def sites(self, X, y, cavity, noise_std=0.0):
-        mean, covariance, shape, rate = self.moments(cavity)
+        mean, covariance, shape, rate = self.moments(cavity, noise_std)
         rows = self.design(X)
         noise_var = self.noise_var(shape, rate)
         sites = np.empty((rows.shape[0], self.size))
@@ -232,7 +237,7 @@ class _LinearModel:
         return out
 
     def predict_moments(self, theta, X, noise_std=0.0):
-        mean, covariance, shape, rate = self.moments(theta)
+        mean, covariance, shape, rate = self.moments(theta, noise_std)
         rows = self.design(X)
         out_var = np.einsum("ij,jk,ik->i", rows, covariance, rows)
         return rows @ mean, out_var, self.noise_var(shape, rate)
@@ -343,6 +348,32 @@ def _denoise_weights(mean, variance, mean_noise_std, prior_precision):
     with np.errstate(invalid="ignore", divide="ignore"):
         shrink = np.where(spread > 0, spread / (spread + noise_var), 0.0)
     return mean * shrink, variance + spread * (1.0 - shrink)
+
+
+def _denoise_linear(mean, covariance, shift_noise_std, prior_precision):
+    """Shrink a noisy full-covariance posterior mean by its empirical-Bayes factor.
+
+    The released precision-times-mean carries privacy noise of std
+    ``shift_noise_std`` per coordinate, so the mean ``covariance @ shift``
+    carries noise of covariance ``S = shift_noise_std**2 covariance**2``.
+    Under a prior ``N(0, T)`` on the mean (``T`` diagonal: ``1 /
+    prior_precision`` for the coefficients, 1 for the intercept, the target's
+    location in [-1, 1]), the best linear estimate of the mean is ``T (T +
+    S)^-1`` times the released one, and the covariance grows by what it leaves
+    unknown, ``T - T (T + S)^-1 T``. Post-processing: released values and public noise scales only.
+    When the data say little (small n or epsilon) the mean shrinks to the
+    prior's instead of carrying the noise.
+    """
+    # The intercept (last) is the target's location in [-1, 1]: variance 1.
+    spread = np.full(mean.size, 1.0 / prior_precision)
+    spread[-1] = max(spread[-1], 1.0)
+    prior_cov = np.diag(spread)
+    noise_cov = shift_noise_std**2 * (covariance @ covariance)
+    total = prior_cov + (noise_cov + noise_cov.T) / 2
+    shrunk_mean = prior_cov @ np.linalg.solve(total, mean)
+    unknown = prior_cov - prior_cov @ np.linalg.solve(total, prior_cov)
+    covariance = covariance + (unknown + unknown.T) / 2
+    return shrunk_mean, covariance
 
 
 def _factor_noise_std(noise_std, decay, n_steps, first_averaged):
@@ -510,10 +541,13 @@ class DPSEPRegressor(
     the network's initial means. A :class:`~skprivfact.privacy.PrivacyBudget`
     passed as ``budget`` is charged by every release. The
     returned posterior averages the released factors of the last updates
-    (post-processing). For ``"mlp"``, whose weights the data often leave
-    close to their prior, a released mean is shrunk towards zero by its
-    empirical-Bayes factor given the known scale of the noise it carries,
-    both at the cavity and in the returned posterior (post-processing too).
+    (post-processing). A released mean is shrunk towards the prior by its
+    empirical-Bayes factor given the known scale of the noise it carries
+    (per weight for ``"mlp"``, jointly for ``"linear"``, whose intercept has
+    prior variance 1), both at the cavity and in the returned posterior
+    (post-processing too): when the data say little (small ``n_samples`` or
+    ``epsilon``) predictions fall back to the prior's instead of carrying the
+    noise. With ``bounds_y`` set, predictive means are clipped to it.
     Priors are fixed; the observation-noise precision has a Gamma factor that
     is part of the clipped, noised natural parameters (or is fixed by
     ``noise_variance``). Inputs and targets are mapped to [-1, 1]
@@ -594,8 +628,10 @@ class DPSEPRegressor(
     prior_precision : float or "auto", default="auto"
         Precision of the zero-mean Gaussian prior of every weight (in the
         scaled units; the network divides each layer's input by the square
-        root of its length). "auto" is 1 when ``epsilon`` is finite; without
-        noise it starts at 1 and, after each pass, is set to its posterior
+        root of its length). "auto" is fixed when ``epsilon`` is finite: 1
+        for ``"mlp"`` and ``n_features + 1`` for ``"linear"`` (prior variance
+        ``1 / (n_features + 1)`` per coefficient keeps the prior predictive
+        spread of the scaled target about 1); without noise it starts at 1 and, after each pass, is set to its posterior
         mean under a Gamma(6, 6) hyperprior given the posterior of the
         weights (a variational update, as in probabilistic backpropagation).
         It is not learned under noise: the privacy noise in the released
@@ -827,6 +863,7 @@ class DPSEPRegressor(
         X_scale = np.where(X_scale > 0, X_scale, 1.0)
         y_offset, y_scale, y_box = _scaling(y[:, None], self.bounds_y, "bounds_y", private, "y")
         self.X_offset_, self.X_scale_, self._X_box = X_offset, X_scale, X_box
+        self._y_box = y_box
         self.y_offset_, self.y_scale_ = float(y_offset[0]), float(y_scale[0])
         X_scaled = _apply_scaling(X, X_offset, X_scale, X_box, "bounds_X")
         y_scaled = _apply_scaling(y[:, None], y_offset, y_scale, y_box, "bounds_y")[:, 0]
@@ -837,7 +874,17 @@ class DPSEPRegressor(
         # Under noise the released means carry the privacy noise, which would
         # read as large weights and drive a learned prior precision to zero.
         learn_prior = self.prior_precision == "auto" and not private
-        prior_precision = 1.0 if self.prior_precision == "auto" else float(self.prior_precision)
+        if self.prior_precision != "auto":
+            prior_precision = float(self.prior_precision)
+        elif private and self.model == "linear":
+            # Inputs and target lie in [-1, 1]: a prior variance of
+            # 1 / (n_features + 1) per coefficient keeps the prior predictive
+            # spread of the target about 1, so that the empirical-Bayes
+            # shrinkage of noisy means pulls towards predictions inside the
+            # bounds rather than anywhere in [-n_features, n_features].
+            prior_precision = float(X.shape[1] + 1)
+        else:
+            prior_precision = 1.0
         if self.model == "linear":
             model = _LinearModel(X.shape[1], prior_precision, noise_variance)
         else:
@@ -863,7 +910,9 @@ class DPSEPRegressor(
         if self.model == "mlp":
             mean, variance, shape, rate = model.moments(self._posterior, self._posterior_noise)
         else:
-            mean, covariance, shape, rate = model.moments(self._posterior)
+            mean, covariance, shape, rate = model.moments(
+                self._posterior, self._posterior_noise
+            )
             variance = np.diag(covariance).copy()
             # y = y_offset + y_scale (w . (x - X_offset) / X_scale + b).
             transform = np.zeros((X.shape[1] + 1, X.shape[1] + 1))
@@ -908,6 +957,10 @@ class DPSEPRegressor(
         """
         mean, variance, noise_var = self._scaled_moments(X)
         y_mean = self.y_offset_ + self.y_scale_ * mean
+        if self._y_box is not None:
+            # The target is known to lie in bounds_y (public): so does its
+            # predictive mean (post-processing).
+            y_mean = np.clip(y_mean, self._y_box[0][0], self._y_box[1][0])
         if not return_std:
             return y_mean
         return y_mean, self.y_scale_ * np.sqrt(variance + noise_var)
