@@ -8,6 +8,7 @@ estimators are checked on integer counts through ``counts_adaptor``.
 
 import inspect
 
+import pytest
 from sklearn.base import BaseEstimator
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
@@ -82,9 +83,17 @@ EXPECTED_FAILED_CHECKS = {
         "check_transformer_general": _TRANSFORM_MODE,
         "check_transformer_general(readonly_memmap=True)": _TRANSFORM_MODE,
         "check_transformer_data_not_an_array": _TRANSFORM_MODE,
-        "check_methods_sample_order_invariance": "the noisy sweeps' matrix "
-        "products run in single precision, whose BLAS blocking depends on the "
-        "row order: results agree to about 1e-7 relative, the check's rtol",
+    },
+}
+
+# Checks that fail in some runs only (a strict expected failure cannot hold
+# them): a failure is reported as an expected failure, a pass as a pass.
+SOMETIMES_FAILING_CHECKS = {
+    "PrivatePoissonMF, private": {
+        "check_methods_sample_order_invariance": "the noisy sweeps' products run "
+        "in single precision over parallel rows, so the rounding depends on the "
+        "row order and the threads: results agree to about 1e-7 relative, the "
+        "check's rtol, and differ beyond it in some runs",
     },
 }
 
@@ -107,13 +116,19 @@ def expected_failed_checks(estimator):
     return EXPECTED_FAILED_CHECKS.get(_LABELS[id(estimator)], {})
 
 
+def _check_name(check):
+    return getattr(check, "func", check).__name__
+
+
 def test_discovery_finds_the_public_estimators():
     names = {cls.__name__ for cls in public_estimator_classes()}
     assert "GeometricPrivatizer" in names
     # Entries for a class that no longer exists would silently do nothing.
     assert set(FAST_PARAMS) <= names
     assert COUNT_ESTIMATORS <= names and set(EXTRA_PARAMS) <= names
-    assert set(EXPECTED_FAILED_CHECKS) <= {label for label, _ in LABELLED}
+    labels = {label for label, _ in LABELLED}
+    assert set(EXPECTED_FAILED_CHECKS) <= labels
+    assert set(SOMETIMES_FAILING_CHECKS) <= labels
 
 
 # A listed check that starts passing fails the run (xfail_strict = true in
@@ -121,4 +136,11 @@ def test_discovery_finds_the_public_estimators():
 # scikit-learn 1.8 and otherwise defers to pytest's), so the list cannot go stale.
 @parametrize_with_checks(ESTIMATORS, expected_failed_checks=expected_failed_checks)
 def test_sklearn_compatible_estimator(estimator, check):
-    check(estimator)
+    label = _LABELS.get(id(estimator), type(estimator).__name__)
+    reason = SOMETIMES_FAILING_CHECKS.get(label, {}).get(_check_name(check))
+    try:
+        check(estimator)
+    except AssertionError:
+        if reason is None:
+            raise
+        pytest.xfail(reason)

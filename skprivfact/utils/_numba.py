@@ -44,6 +44,7 @@ class _CompileListener(event.Listener):
             if not self.noticed and _is_ours(ev):
                 self.noticed = True
                 stream = sys.stderr if self.stream is None else self.stream
+                sys.stdout.flush()  # keep the notice after what was printed before
                 print(NOTICE, file=stream, flush=True)
 
     def on_end(self, ev):
