@@ -185,6 +185,9 @@ def _save_figure(path, true_components, models, out, vocabulary=None):
         reference = _unit_sum(models[-1][1].components_)
     for name, model in models:
         components = _unit_sum(model.components_)
+        if true_components is None and name == reference_name:
+            panels.append((f"{name} fit (the reference)", components, None))
+            continue
         order, cosine = _match(reference, components)
         panels.append((f"{name} fit", components[order], cosine))
     columns, labels = _feature_columns(reference, vocabulary)
@@ -204,9 +207,11 @@ def _save_figure(path, true_components, models, out, vocabulary=None):
         colorbar.ax.tick_params(labelsize=7)
         title = name
         if cosine is not None:
-            title += (f": cosine similarity to the {reference_name} components "
-                      f"{np.mean(cosine):.2f} (per component "
-                      f"{', '.join(f'{c:.2f}' for c in cosine)})")
+            title += (f": cosine similarity to the {reference_name} components, "
+                      f"mean {np.mean(cosine):.2f} "
+                      f"({', '.join(f'{c:.2f}' for c in cosine)})")
+        if np.all(components.max(axis=1) < 1.5 * components.min(axis=1)):
+            title += "; all nearly uniform"
         ax.set_title(title, fontsize=8, loc="left")
         ax.set_yticks(range(n_rows), [f"{k + 1}" for k in range(n_rows)], fontsize=7)
         ax.set_ylabel("component", fontsize=7)
