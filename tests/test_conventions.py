@@ -172,6 +172,17 @@ def test_poisson_mf_verbose_uses_the_shared_line_format(counts, capsys):
     assert private[-1] == 20 and private == sorted(private)
 
 
+@pytest.mark.parametrize("solver", ["cavi", "mcmc"])
+def test_poisson_mf_verbose_bar_without_tqdm_prints_lines(counts, solver, monkeypatch,
+                                                         capsys):
+    monkeypatch.setitem(__import__("sys").modules, "tqdm", None)
+    monkeypatch.setitem(__import__("sys").modules, "tqdm.auto", None)
+    PrivatePoissonMF(2, solver=solver, max_iter=10, n_burn_in=5, n_kept_samples=5,
+                     verbose="bar", random_state=0).fit(counts[0])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines and all(_LINE.match(line) for line in lines), lines
+
+
 def test_progress_line_budget_and_eta(monkeypatch):
     clock = iter([100.0, 101.0, 109.0])  # start, first update, line
     monkeypatch.setattr(_progress.time, "perf_counter", lambda: next(clock))

@@ -393,6 +393,7 @@ class PrivatePoissonMF(
     def _fit(self, X):
         self._check_params()
         dtype = _output_dtype(X)
+        solver_verbose = 1 if self.verbose else 0  # the solvers take an int
         rng = check_random_state(self.random_state)
         X, _ = self._check_input(X, reset=True, rng=rng)
         # transform and score continue this stream, so every release made
@@ -418,7 +419,7 @@ class PrivatePoissonMF(
                         sp.csr_matrix(np.maximum(X, 0.0)), None, theta_shape, theta_rate,
                         phi_shape, phi_rate, theta_prior=theta_prior, phi_prior=phi_prior,
                         max_iter=self.max_iter, tol=self.tol,
-                        evaluate_every=self.evaluate_every, verbose=self.verbose,
+                        evaluate_every=self.evaluate_every, verbose=solver_verbose,
                         print_prefix="naive start, ",
                     )
                 theta_shape, theta_rate = warm["theta_shape"], warm["theta_rate"]
@@ -430,7 +431,7 @@ class PrivatePoissonMF(
                     theta_prior=theta_prior, phi_prior=phi_prior,
                     empirical_bayes=self.empirical_bayes, max_iter=self.max_iter,
                     tol=self.tol, evaluate_every=self.evaluate_every,
-                    bessel_statistic=self.bessel_statistic, verbose=self.verbose,
+                    bessel_statistic=self.bessel_statistic, verbose=solver_verbose,
                 )
             if self.tol > 0 and result["n_iter"] == self.max_iter:
                 warnings.warn(
@@ -456,7 +457,7 @@ class PrivatePoissonMF(
                     theta_prior=theta_prior, phi_prior=phi_prior,
                     n_burn_in=self.n_burn_in, n_kept=self.n_kept_samples,
                     n_chains=self.n_chains, n_jobs=self.n_jobs, rng=rng,
-                    verbose=self.verbose,
+                    verbose=solver_verbose,
                 )
             if result["rhat"] > RHAT_WARNING_THRESHOLD:  # False for NaN
                 warnings.warn(
