@@ -87,7 +87,7 @@ class Progress:
     >>> for i in range(1, 5):
     ...     progress.update(i, objective=-1.0 / i, epsilon_spent=0.25 * i)
     >>> progress.close()
-    >>> print(out.getvalue().splitlines()[-1][:59])
+    >>> print(out.getvalue().splitlines()[-1].split(", elapsed")[0])
     demo: iteration 4 of 4, objective -0.25, epsilon spent 1 of 1
     """
 
