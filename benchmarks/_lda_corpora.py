@@ -1,18 +1,17 @@
 """Corpora of the LDA benchmark script: KOS and a synthetic LDA corpus."""
 
-from pathlib import Path
-
 import numpy as np
 import scipy.sparse as sp
 
-DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-KOS_DIR = DATA_DIR / "kos"
+from skprivfact.datasets import get_data_home
+
+KOS_DIR = get_data_home() / "kos"
 
 
 def load_kos():
     """KOS blog entries as a (3430, 6906) CSR count matrix and the vocabulary.
 
-    Returns None when ../shared/data/kos is absent.
+    Returns None when the ``kos`` folder of ``get_data_home()`` is absent.
     """
     path = KOS_DIR / "docword.kos.txt"
     if not path.exists():

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np
-from _lda_corpora import load_kos, make_lda_corpus, split_documents
+from _lda_corpora import KOS_DIR, load_kos, make_lda_corpus, split_documents
 from scipy.optimize import linear_sum_assignment
 from sklearn.decomposition import LatentDirichletAllocation
 from threadpoolctl import threadpool_limits
@@ -62,7 +62,7 @@ def doc_only_perplexity(model, X):
 def kos_agreement():
     loaded = load_kos()
     if loaded is None:
-        print("KOS not found under ../shared/data/kos: skipped")
+        print(f"KOS not found under {KOS_DIR}: skipped")
         return
     X, _ = loaded
     train, test = split_documents(X)

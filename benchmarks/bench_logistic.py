@@ -16,14 +16,14 @@ predictive  integrated predict_proba against the plug-in (n = 100)
 speed       default fit on a1a (unit rows) and on 100,000 x 50, against
             LogisticRegression(solver="lbfgs"), BLAS limited to 1 and 2 threads
 
-Adult is read from ../shared/data/adult (the section is skipped without it).
+Adult is read from the ``adult`` folder of ``skprivfact.datasets.get_data_home()``
+(``SKPRIVFACT_DATA``, else ../shared/data; the section is skipped without it).
 """
 
 import math
 import sys
 import time
 import warnings
-from pathlib import Path
 
 import numpy as np
 from scipy import optimize, special
@@ -32,11 +32,11 @@ from sklearn.metrics import log_loss, roc_auc_score
 from sklearn.model_selection import train_test_split
 from threadpoolctl import threadpool_limits
 
-from skprivfact.datasets import load_adult
+from skprivfact.datasets import get_data_home, load_adult
 from skprivfact.logistic import DPBayesLogReg
 from skprivfact.utils._testing import dp_accounting_epsilon, gaussian_kl
 
-ADULT = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "adult"
+ADULT = get_data_home() / "adult"
 INF = float("inf")
 EPSILONS = [0.1, 0.5, 1.0, 2.0, 5.0, INF]
 DELTA = 1e-5

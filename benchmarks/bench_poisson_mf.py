@@ -31,7 +31,7 @@ Usage::
    allocation. The thresholds are therefore fixed here (mallopt) before
    anything is timed, for all methods alike; the page faults per iteration
    are printed with the times.
-3. Real data (../shared/data/sotu and kos, skipped when absent): held-out
+3. Real data (sotu and kos under get_data_home(), skipped when absent): held-out
    (10% of rows) clean log-likelihood per entry of private CAVI against the
    naive model at epsilon/N in {1, 2, 5}, and empirical Bayes against fixed
    priors without privacy.
@@ -70,14 +70,14 @@ import scipy.sparse as sp
 from sklearn.decomposition import NMF
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from skprivfact.datasets import make_poisson_factorization
+from skprivfact.datasets import get_data_home, make_poisson_factorization
 from skprivfact.mechanisms import two_sided_geometric
 from skprivfact.poisson_mf import PrivatePoissonMF
 from skprivfact.poisson_mf._cavi import fit_cavi
 from skprivfact.poisson_mf._likelihood import clean_loglik_sum
 from skprivfact.poisson_mf._mcmc import run_chain
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+DATA = get_data_home()
 
 
 def generalized_kl(rates, estimate):

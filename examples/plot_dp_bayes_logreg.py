@@ -13,9 +13,9 @@ record can change.
 
 This example traces the test AUC against epsilon, and compares the
 calibration of the posterior predictive probabilities of a private and a
-non-private fit. It uses the UCI Adult data when a copy is found next to the
-project (``../shared/data/adult``) and a synthetic problem of the same shape
-otherwise.
+non-private fit. It uses the UCI Adult data when a copy is found in the
+``adult`` folder of :func:`skprivfact.datasets.get_data_home` and a synthetic
+problem of the same shape otherwise.
 """
 
 # %%
@@ -28,7 +28,6 @@ otherwise.
 # clips nothing and depends on nothing private.
 
 import math
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -36,20 +35,8 @@ from sklearn.calibration import calibration_curve
 from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import train_test_split
 
-from skprivfact.datasets import load_adult
+from skprivfact.datasets import get_data_home, load_adult
 from skprivfact.logistic import DPBayesLogReg
-
-
-def find_adult():
-    try:
-        here = Path(__file__).resolve().parent
-    except NameError:  # run interactively
-        here = Path.cwd()
-    for root in [here, *here.parents][:4]:
-        candidate = root / "shared" / "data" / "adult" / "adult.data"
-        if candidate.exists():
-            return candidate
-    return None
 
 
 def make_synthetic(n_samples=30_000, n_features=40, seed=0):
@@ -61,8 +48,8 @@ def make_synthetic(n_samples=30_000, n_features=40, seed=0):
     return X, y, "synthetic"
 
 
-adult = find_adult()
-X, y, name = (*load_adult(adult), "Adult") if adult is not None else make_synthetic()
+adult = get_data_home() / "adult" / "adult.data"
+X, y, name = (*load_adult(adult), "Adult") if adult.exists() else make_synthetic()
 X_train, X_test, y_train, y_test = train_test_split(
     X, y, test_size=0.2, stratify=y, random_state=0
 )

@@ -12,6 +12,10 @@ from .logistic import DPBayesLogReg
 from .poisson_mf import PrivatePoissonMF
 from .preprocessing import GeometricPrivatizer
 from .sep import DPSEPRegressor
+from .utils._numba import install_compile_listener
+
+# one line on stderr when a kernel first compiles (kernels compile on first call)
+install_compile_listener()
 
 __version__ = "0.1.0.dev0"
 

@@ -27,6 +27,7 @@ from . import __version__
 from .accounting import RDPAccountant, calibrate_noise_multiplier
 from .datasets import make_poisson_factorization
 from .preprocessing import GeometricPrivatizer
+from .utils._numba import compile_seconds
 
 
 def _local_privacy(seed, out):
@@ -93,55 +94,142 @@ def _central_privacy(out):
 
 def _load_counts(path):
     path = Path(path)
-    if path.suffix == ".npz":
-        return sp.load_npz(path).toarray()
-    if path.suffix == ".npy":
-        return np.load(path)
-    raise ValueError(f"--input must be a .npz sparse matrix or a .npy array; got {path}")
+    if path.suffix not in (".npz", ".npy"):
+        raise ValueError(f"--input must be a .npz sparse matrix or a .npy array; got {path}")
+    if not path.is_file():
+        raise ValueError(f"--input {path}: no such file")
+    try:
+        X = sp.load_npz(path) if path.suffix == ".npz" else np.load(path)
+    except Exception as exc:  # any unreadable file ends in the same one-line error
+        raise ValueError(f"--input {path}: cannot be read ({exc})") from None
+    X = X.toarray() if sp.issparse(X) else np.asarray(X)
+    if X.ndim != 2 or X.size == 0 or not np.issubdtype(X.dtype, np.number):
+        raise ValueError(f"--input {path}: expected a non-empty 2-D numeric array; "
+                         f"got shape {X.shape}, dtype {X.dtype}")
+    if X.min() < 0 or not np.array_equal(X, np.round(X)):
+        raise ValueError(f"--input {path}: expected non-negative integer counts")
+    return X
 
 
-def _align(true_components, fitted_components):
-    """Order and scale fitted components to best match the true ones."""
+def _load_vocabulary(path, n_features):
+    """Words of a one-word-per-line file, or None when there is none to read.
+
+    Without ``--vocab``, a single ``*vocab*.txt`` file next to the input is used.
+    """
+    if path is None:
+        return None
+    words = Path(path).read_text().split()
+    if len(words) != n_features:
+        raise ValueError(f"--vocab {path}: {len(words)} words for {n_features} features")
+    return np.array(words)
+
+
+def _find_vocabulary(input_path):
+    candidates = sorted(Path(input_path).parent.glob("*vocab*.txt"))
+    return candidates[0] if len(candidates) == 1 else None
+
+
+def _unit_sum(rows):
+    """Each component as the share of its total rate per feature (removes
+    the scale that Poisson factorization leaves unidentified)."""
+    return rows / np.maximum(rows.sum(axis=1, keepdims=True), 1e-300)
+
+
+def _match(reference, components):
+    """Permutation of ``components``' rows that best matches ``reference``'s,
+    and the cosine similarity of each matched pair."""
     from scipy.optimize import linear_sum_assignment
 
     def unit(rows):
         return rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-300)
 
-    similarity = unit(true_components) @ unit(fitted_components).T
-    true_idx, fitted_idx = linear_sum_assignment(-similarity)
-    aligned = np.zeros_like(true_components)
-    aligned[true_idx] = unit(fitted_components[fitted_idx]) * np.linalg.norm(
-        true_components[true_idx], axis=1, keepdims=True)
-    return aligned
+    similarity = unit(reference) @ unit(components).T
+    ref_idx, comp_idx = linear_sum_assignment(-similarity)
+    order = comp_idx[np.argsort(ref_idx)]
+    return order, similarity[np.sort(ref_idx), order]
 
 
-def _save_figure(path, true_components, models, out):
+def _feature_columns(reference, vocabulary, words_per_component=6):
+    """Columns to draw and their labels: every feature grouped by the
+    reference component it loads most on; with a vocabulary, only each
+    reference component's top words, labelled."""
+    if vocabulary is None:
+        dominant = reference.argmax(axis=0)
+        columns = np.lexsort((-reference.max(axis=0), dominant))
+        return columns, None
+    columns = []
+    for row in reference:
+        top = [v for v in np.argsort(row)[::-1] if v not in columns]
+        columns.extend(top[:words_per_component])
+    columns = np.array(columns)
+    return columns, vocabulary[columns]
+
+
+def _save_figure(path, true_components, models, out, vocabulary=None):
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print(f"  (matplotlib is not installed: no figure written to {path})", file=out)
+        print(f"  (matplotlib is not installed: no figure written to {path}; "
+              'install it with python -m pip install "skprivfact[demo]")', file=out)
         return
-    panels = [("true components", true_components)] if true_components is not None else []
+    panels = []
+    if true_components is not None:
+        reference_name, reference = "true", _unit_sum(true_components)
+        panels.append(("true components", reference, None))
+    else:
+        # without a truth, the non-private fit is the reference the others are matched to
+        reference_name = models[-1][0]
+        reference = _unit_sum(models[-1][1].components_)
     for name, model in models:
-        components = model.components_
-        if true_components is not None:
-            components = _align(true_components, components)
-        panels.append((name, components))
-    fig, axes = plt.subplots(len(panels), 1, figsize=(8, 1.3 * len(panels) + 0.6),
-                             sharex=True)
-    vmax = np.quantile(panels[0][1], 0.99)
-    for ax, (name, components) in zip(np.atleast_1d(axes), panels):
-        ax.imshow(components, aspect="auto", cmap="magma", vmin=0, vmax=vmax,
-                  interpolation="nearest")
-        ax.set_ylabel(name, rotation=0, ha="right", va="center", fontsize=8)
-        ax.set_yticks([])
-    np.atleast_1d(axes)[-1].set_xlabel("feature")
-    fig.suptitle("Components (rows) of the Poisson factorization")
+        components = _unit_sum(model.components_)
+        if true_components is None and name == reference_name:
+            panels.append((f"{name} fit (the reference)", components, None))
+            continue
+        order, cosine = _match(reference, components)
+        panels.append((f"{name} fit", components[order], cosine))
+    columns, labels = _feature_columns(reference, vocabulary)
+    n_rows = reference.shape[0]
+    height = 0.28 * n_rows + 0.9
+    fig, axes = plt.subplots(
+        len(panels), 1, figsize=(9, height * len(panels) + (1.4 if labels is not None else 0.8)),
+        sharex=True, squeeze=False,
+    )
+    for ax, (name, components, cosine) in zip(axes[:, 0], panels):
+        shown = components[:, columns]
+        # each panel its own scale: noise flattens or sharpens whole panels
+        image = ax.imshow(shown, aspect="auto", cmap="viridis", vmin=0,
+                          vmax=max(np.quantile(shown, 0.99), 1e-300),
+                          interpolation="nearest")
+        colorbar = fig.colorbar(image, ax=ax, pad=0.01, fraction=0.04)
+        colorbar.ax.tick_params(labelsize=7)
+        title = name
+        if cosine is not None:
+            title += (f": cosine similarity to the {reference_name} components, "
+                      f"mean {np.mean(cosine):.2f} "
+                      f"({', '.join(f'{c:.2f}' for c in cosine)})")
+        if np.all(components.max(axis=1) < 1.5 * components.min(axis=1)):
+            title += "; all nearly uniform"
+        ax.set_title(title, fontsize=8, loc="left")
+        ax.set_yticks(range(n_rows), [f"{k + 1}" for k in range(n_rows)], fontsize=7)
+        ax.set_ylabel("component", fontsize=7)
+    last = axes[-1, 0]
+    if labels is None:
+        last.set_xlabel(f"feature ({len(columns)}), grouped by the {reference_name} "
+                        "component it loads most on", fontsize=8)
+    else:
+        last.set_xticks(range(len(labels)), labels, rotation=90, fontsize=7)
+        last.set_xlabel(f"the top words of each {reference_name} component", fontsize=8)
+    fig.suptitle(
+        "Poisson factorization components, each row scaled to sum to 1 "
+        "(colour: share of the component's rate)\n"
+        f"rows matched to the {reference_name} components; "
+        "each panel has its own colour scale", fontsize=9,
+    )
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=110)
     plt.close(fig)
     print(f"  figure of the true and recovered components: {path}", file=out)
 
@@ -160,7 +248,7 @@ def _private_poisson_mf(args, out):
         source = f"synthetic {X.shape[0]} x {X.shape[1]}, rank {args.rank}"
         rates_true, components_true = theta @ phi, phi
     else:
-        X = _load_counts(args.input)
+        X = args.counts
         source = f"{args.input}: {X.shape[0]} x {X.shape[1]}"
         rates_true = components_true = None
     X = np.asarray(X).astype(np.int64)
@@ -182,14 +270,15 @@ def _private_poisson_mf(args, out):
         ("non-private", PrivatePoissonMF(args.rank, random_state=args.seed, **solver_kwargs),
          X),
     ]
-    print(f"  {'model':12} {'MAE of rates':>12} {'held-out loglik':>15} {'seconds':>8}",
-          file=out)
+    print(f"  {'model':12} {'MAE of rates':>12} {'held-out loglik':>15} {'fit s':>7} "
+          f"{'compile s':>9}", file=out)
     fitted = []
     for name, model, data in runs:
-        start = time.perf_counter()
+        start, compiled = time.perf_counter(), compile_seconds()
         train_factors = model.fit_transform(data[train])
         test_factors = model.transform(data[test])
-        seconds = time.perf_counter() - start
+        compiling = compile_seconds() - compiled
+        seconds = time.perf_counter() - start - compiling
         loglik = clean_loglik_sum(X_test, test_factors, model.components_) / (
             X_test.shape[0] * X_test.shape[1])
         if rates_true is None:
@@ -198,15 +287,51 @@ def _private_poisson_mf(args, out):
             factors = np.empty((X.shape[0], args.rank))
             factors[train], factors[test] = train_factors, test_factors
             mae = f"{np.abs(factors @ model.components_ - rates_true).mean():.4f}"
-        print(f"  {name:12} {mae:>12} {loglik:15.4f} {seconds:8.2f}", file=out)
+        print(f"  {name:12} {mae:>12} {loglik:15.4f} {seconds:7.2f} {compiling:9.2f}",
+              file=out)
         fitted.append((name, model))
-    _save_figure(args.figure, components_true, fitted, out)
+    print("  (fit s: fitting and transforming, without compile s: the one-off "
+          "compilation of numba kernels, cached for later runs)", file=out)
+    _save_figure(args.figure, components_true, fitted, out, vocabulary=args.vocabulary)
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    def error(self, message):
+        # one line, without the usage block
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _check_args(parser, args):
+    """Validate every option (and read the input) before any work."""
+    if not args.epsilon > 0:
+        parser.error(f"--epsilon must be positive; got {args.epsilon}")
+    if args.rank < 1:
+        parser.error(f"--rank must be >= 1; got {args.rank}")
+    figure_dir = Path(args.figure).resolve().parent
+    if not figure_dir.is_dir():
+        parser.error(f"--figure {args.figure}: directory {figure_dir} does not exist")
+    if Path(args.figure).suffix.lower() not in (".png", ".pdf", ".svg", ".jpg", ".jpeg"):
+        parser.error(f"--figure {args.figure}: expected a .png, .pdf, .svg or .jpg file")
+    args.counts = args.vocabulary = None
+    if args.input is None:
+        if args.vocab is not None:
+            parser.error("--vocab needs --input")
+        return
+    try:
+        args.counts = _load_counts(args.input)
+        if args.rank > min(args.counts.shape):
+            raise ValueError(f"--rank {args.rank} exceeds the smaller dimension of "
+                             f"--input {args.input} {args.counts.shape}")
+        vocab = args.vocab if args.vocab is not None else _find_vocabulary(args.input)
+        args.vocabulary = _load_vocabulary(vocab, args.counts.shape[1])
+    except (ValueError, OSError) as exc:
+        parser.error(str(exc))
 
 
 def main(argv=None, out=None):
     """Run the demo; returns the process exit code."""
     out = sys.stdout if out is None else out
-    parser = argparse.ArgumentParser(
+    parser = _ArgumentParser(
         prog="python -m skprivfact", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
@@ -219,20 +344,22 @@ def main(argv=None, out=None):
     parser.add_argument("--input", default=None,
                         help="counts to factorize: a .npz scipy sparse matrix or a .npy "
                         "array (default: a generated matrix with known factors)")
+    parser.add_argument("--vocab", default=None,
+                        help="with --input: a text file of the features' names, one per "
+                        "line, to label the figure (default: the one *vocab*.txt file "
+                        "next to the input, if there is one)")
     parser.add_argument("--figure", default="skprivfact_demo_factors.png",
                         help="where to save the figure (default "
                         "./skprivfact_demo_factors.png)")
     args = parser.parse_args(argv)
-    if not args.epsilon > 0:
-        parser.error(f"--epsilon must be positive; got {args.epsilon}")
-    if args.rank < 1:
-        parser.error(f"--rank must be >= 1; got {args.rank}")
+    _check_args(parser, args)
     start = time.perf_counter()
     print(f"skprivfact {__version__}", file=out)
     _local_privacy(args.seed, out)
     _central_privacy(out)
     _private_poisson_mf(args, out)
-    print(f"\ndone in {time.perf_counter() - start:.1f} s", file=out)
+    print(f"\ndone in {time.perf_counter() - start:.1f} s "
+          f"({compile_seconds():.1f} s of it compiling numba kernels)", file=out)
     return 0
 
 

@@ -1,6 +1,8 @@
-"""Synthetic data generators for examples, tests and benchmarks."""
+"""Synthetic data generators, the real data sets' folder and their loaders."""
 
+import os
 from numbers import Integral, Real
+from pathlib import Path
 
 import numpy as np
 from sklearn.utils import check_random_state
@@ -8,7 +10,42 @@ from sklearn.utils._param_validation import Interval, validate_params
 
 from .mechanisms import two_sided_geometric
 
-__all__ = ["make_poisson_factorization"]
+__all__ = ["get_data_home", "load_adult", "make_poisson_factorization"]
+
+
+def get_data_home(data_home=None):
+    """Return the folder of the real data sets (UCI, KOS, SOTU, ...).
+
+    As in :func:`sklearn.datasets.get_data_home`, the first of: the
+    ``data_home`` argument; the ``SKPRIVFACT_DATA`` environment variable;
+    ``../shared/data`` next to the source tree, when skprivfact is run from a
+    checkout that has it; else ``~/skprivfact_data``. A leading "~" is
+    expanded. The folder is neither created nor checked: the benchmarks,
+    examples and tests that need a data set skip it when its subfolder is
+    absent.
+
+    Parameters
+    ----------
+    data_home : str or path-like, default=None
+        The folder to use; None means the rule above.
+
+    Returns
+    -------
+    data_home : pathlib.Path
+        The folder.
+
+    Examples
+    --------
+    >>> from skprivfact.datasets import get_data_home
+    >>> str(get_data_home("/data/skprivfact"))
+    '/data/skprivfact'
+    """
+    if data_home is None:
+        data_home = os.environ.get("SKPRIVFACT_DATA")
+    if data_home is None:
+        shared = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+        data_home = shared if shared.is_dir() else "~/skprivfact_data"
+    return Path(data_home).expanduser()
 
 
 @validate_params(

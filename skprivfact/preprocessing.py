@@ -10,7 +10,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .base import LocalPrivacyEstimator
 from .mechanisms import _check_geometric_params, two_sided_geometric
-from .utils._validation import check_count_matrix
+from .utils._validation import check_count_matrix, check_no_fit_params
 
 __all__ = ["GeometricPrivatizer"]
 
@@ -82,7 +82,9 @@ class GeometricPrivatizer(
     Notes
     -----
     The output is a dense int64 array even for sparse input: every zero gets
-    noise, so there is nothing sparse left to store. Mind the memory for large
+    noise, so there is nothing sparse left to store. float32 input gives int64
+    output too: the noisy values are integers, which float32 does not hold
+    exactly beyond 2**24. Mind the memory for large
     sparse matrices. Counts must be below 2**53.
 
     A fitted privatizer holds its noise stream; a copy (``pickle``,
@@ -120,7 +122,7 @@ class GeometricPrivatizer(
         self.random_state = random_state
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y=None):
+    def fit(self, X, y=None, **fit_params):
         """Check the parameters and the data, and start the noise stream.
 
         Nothing is learned from ``X`` but its number of features (and their
@@ -133,12 +135,20 @@ class GeometricPrivatizer(
             accepted).
         y : Ignored
             Not used, present for API consistency by convention.
+        **fit_params : dict
+            None accepted: ``sample_weight`` raises a TypeError saying why it
+            has no meaning here (fitting learns nothing from the rows).
 
         Returns
         -------
         self : object
             Fitted privatizer.
         """
+        check_no_fit_params(
+            self, fit_params,
+            "fitting learns nothing from the rows (only the number of features) "
+            "and every entry gets the same noise, whatever its row's weight.",
+        )
         noise_ratio = _check_geometric_params(self.epsilon, self.sensitivity)
         if self.secure and self.random_state is not None:
             raise ValueError(

@@ -2,15 +2,18 @@
 
 Estimators are found in ``skprivfact.__all__``, so one added to the package is
 checked the day it lands. Fast constructor arguments and expected failures
-(each with its reason) live in the two dicts below, and nowhere else.
+(each with its reason) live in the dicts below, and nowhere else; the count
+estimators are checked on integer counts through ``counts_adaptor``.
 """
 
 import inspect
 
+import pytest
 from sklearn.base import BaseEstimator
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import skprivfact
+from skprivfact.utils._testing import counts_adaptor
 
 
 def public_estimator_classes():
@@ -35,127 +38,77 @@ FAST_PARAMS = {
     "DPSEPRegressor": {"max_iter": 3, "random_state": 0},
 }
 
-# The common checks feed random floats (uniform or Gaussian data shifted to be
-# non-negative, because of the positive_only tag). GeometricPrivatizer, DPLDA
-# and PrivatePoissonMF take integer counts and reject fractional values by design, with
-# "X must hold integer counts; found the non-integer value ...": each check
-# below fails at that error before reaching what it tests.
-_FRACTIONAL = "fractional input is rejected by design (integer counts only)"
+# The common checks feed fractional floats; these estimators take integer
+# counts and reject fractional values by design. They are checked through
+# counts_adaptor, which rounds the checks' data to counts first (keeping its
+# container, dtype, NaN and infinity), so that each check reaches what it tests.
+COUNT_ESTIMATORS = {"DPLDA", "GeometricPrivatizer", "PrivatePoissonMF"}
 
-EXPECTED_FAILED_CHECKS = {
-    # PrivatePoissonMF factorizes integer counts and rejects fractional values.
+# Further configurations checked besides each class's FAST_PARAMS, by label.
+EXTRA_PARAMS = {
     "PrivatePoissonMF": {
-        "check_dict_unchanged": _FRACTIONAL,
-        "check_dont_overwrite_parameters": _FRACTIONAL,
-        "check_dtype_object": _FRACTIONAL,
-        "check_estimator_sparse_array": _FRACTIONAL,
-        "check_estimator_sparse_matrix": _FRACTIONAL,
-        "check_estimator_sparse_tag": _FRACTIONAL,
-        "check_estimators_dtypes": _FRACTIONAL,
-        "check_estimators_fit_returns_self": _FRACTIONAL,
-        "check_estimators_nan_inf": _FRACTIONAL,
-        "check_estimators_overwrite_params": _FRACTIONAL,
-        "check_estimators_pickle": _FRACTIONAL,
-        "check_f_contiguous_array_estimator": _FRACTIONAL,
-        "check_fit2d_1feature": _FRACTIONAL,
-        "check_fit2d_1sample": _FRACTIONAL,
-        "check_fit2d_predict1d": _FRACTIONAL,
-        "check_fit_check_is_fitted": _FRACTIONAL,
-        "check_fit_idempotent": _FRACTIONAL,
-        "check_fit_score_takes_y": _FRACTIONAL,
-        "check_methods_sample_order_invariance": _FRACTIONAL,
-        "check_methods_subset_invariance": _FRACTIONAL,
-        "check_n_features_in": _FRACTIONAL,
-        "check_n_features_in_after_fitting": _FRACTIONAL,
-        "check_pipeline_consistency": _FRACTIONAL,
-        "check_readonly_memmap_input": _FRACTIONAL,
-        "check_transformer_data_not_an_array": _FRACTIONAL,
-        "check_transformer_general": _FRACTIONAL,
-        "check_transformer_n_iter": _FRACTIONAL,
-        "check_transformer_preserve_dtypes": _FRACTIONAL,
+        "private": {"n_components": 2, "max_iter": 10, "random_state": 0, "epsilon": 1.0},
     },
-    # DPLDA models integer word counts and rejects fractional values by design.
+}
+
+_TRANSFORM_MODE = (
+    "transform re-infers the row factors from a fixed symmetric start with "
+    "q(phi) held fixed; under the sparse gamma prior (shape 0.1) a row's "
+    "posterior is multimodal and transform can settle in another mode than "
+    "fit_transform's joint fit (factors differ by up to 2 here, at any max_iter)"
+)
+
+# Every expected failure of the common checks, keyed by class name or
+# "class name, label" of an EXTRA_PARAMS configuration.
+EXPECTED_FAILED_CHECKS = {
     "DPLDA": {
-        "check_fit_score_takes_y": f"{_FRACTIONAL}: fits on uniform floats",
-        "check_estimators_overwrite_params": f"{_FRACTIONAL}: fits on blob floats",
-        "check_dont_overwrite_parameters": f"{_FRACTIONAL}: fits on uniform floats",
-        "check_estimators_fit_returns_self": f"{_FRACTIONAL}: fits on blob floats",
-        "check_readonly_memmap_input": f"{_FRACTIONAL}: fits on blob floats",
-        "check_n_features_in_after_fitting": f"{_FRACTIONAL}: fits on normal floats",
-        "check_estimators_dtypes": f"{_FRACTIONAL}: fits on uniform floats cast to "
-        "float32 first",
-        "check_dtype_object": f"{_FRACTIONAL}: fits on an object array of uniform floats",
-        "check_pipeline_consistency": f"{_FRACTIONAL}: fits on blob floats",
-        "check_estimators_nan_inf": f"{_FRACTIONAL}: first fits on clean uniform floats",
-        "check_estimator_sparse_tag": f"{_FRACTIONAL}: fits on a sparse matrix of "
-        "uniform floats (which also has empty rows)",
-        "check_estimator_sparse_array": f"{_FRACTIONAL}: fits on a sparse array of "
-        "uniform floats (which also has empty rows)",
-        "check_estimator_sparse_matrix": f"{_FRACTIONAL}: fits on a sparse matrix of "
-        "uniform floats (which also has empty rows)",
-        "check_estimators_pickle": f"{_FRACTIONAL}: fits on blob floats",
-        "check_f_contiguous_array_estimator": f"{_FRACTIONAL}: fits on uniform floats",
-        "check_transformer_data_not_an_array": f"{_FRACTIONAL}: fits on blob floats "
-        "in a non-array container",
-        "check_transformer_general": f"{_FRACTIONAL}: fits on blob floats",
-        "check_transformer_preserve_dtypes": f"{_FRACTIONAL}: fits on blob floats",
-        "check_transformer_n_iter": f"{_FRACTIONAL}: fits on blob floats",
-        "check_methods_sample_order_invariance": f"{_FRACTIONAL}: fits on uniform floats",
-        "check_methods_subset_invariance": f"{_FRACTIONAL}: fits on uniform floats",
-        "check_fit2d_1sample": f"{_FRACTIONAL}: fits on one row of uniform floats, "
-        "expecting success or a one-sample message",
-        "check_fit2d_1feature": f"{_FRACTIONAL}: fits on one column of uniform floats, "
-        "expecting success or a one-feature message",
-        "check_dict_unchanged": f"{_FRACTIONAL}: fits on uniform floats",
-        "check_fit_idempotent": f"{_FRACTIONAL}: fits on normal floats",
-        "check_fit_check_is_fitted": f"{_FRACTIONAL}: fits on blob floats",
-        "check_n_features_in": f"{_FRACTIONAL}: fits on normal floats",
-        "check_fit2d_predict1d": f"{_FRACTIONAL}: fits on uniform floats",
+        "check_fit_score_takes_y": "partial_fit after fit spends beyond the "
+        "epsilon budget, which raises PrivacyBudgetExceededError by design",
     },
-    "GeometricPrivatizer": {
-        "check_fit_score_takes_y": f"{_FRACTIONAL}: fits on uniform floats",
-        "check_estimators_overwrite_params": f"{_FRACTIONAL}: fits on blob floats",
-        "check_dont_overwrite_parameters": f"{_FRACTIONAL}: fits on uniform floats",
-        "check_estimators_fit_returns_self": f"{_FRACTIONAL}: fits on blob floats",
-        "check_readonly_memmap_input": f"{_FRACTIONAL}: fits on blob floats",
-        "check_n_features_in_after_fitting": f"{_FRACTIONAL}: fits on normal floats",
-        "check_estimators_dtypes": f"{_FRACTIONAL}: fits on uniform floats cast "
-        "to float32, float64, int32 and int64; fails at the first, float32",
-        "check_estimators_nan_inf": f"{_FRACTIONAL}: the NaN/inf test first fits "
-        "on clean uniform floats",
-        "check_estimator_sparse_tag": f"{_FRACTIONAL}: fits on a sparse matrix "
-        "of uniform floats",
-        "check_estimator_sparse_array": f"{_FRACTIONAL}: fits on a sparse array "
-        "of uniform floats",
-        "check_estimator_sparse_matrix": f"{_FRACTIONAL}: fits on a sparse matrix "
-        "of uniform floats",
-        "check_estimators_pickle": f"{_FRACTIONAL}: fits on blob floats",
-        "check_f_contiguous_array_estimator": f"{_FRACTIONAL}: fits on uniform floats",
-        "check_transformer_general": f"{_FRACTIONAL}: fits on blob floats",
-        "check_fit2d_1sample": f"{_FRACTIONAL}: fits on one row of uniform floats, "
-        "expecting either success or a one-sample message",
-        "check_fit2d_1feature": f"{_FRACTIONAL}: fits on one column of uniform "
-        "floats, expecting either success or a one-feature message",
-        "check_dict_unchanged": f"{_FRACTIONAL}: fits on uniform floats",
-        "check_fit_idempotent": f"{_FRACTIONAL}: fits on normal floats",
-        "check_fit_check_is_fitted": f"{_FRACTIONAL}: fits on blob floats",
-        "check_n_features_in": f"{_FRACTIONAL}: fits on normal floats",
-        "check_fit2d_predict1d": f"{_FRACTIONAL}: fits on uniform floats",
-        "check_dtype_object": f"{_FRACTIONAL}: fits on an object array of "
-        "uniform floats",
-        "check_transformer_data_not_an_array": f"{_FRACTIONAL}: fits on blob "
-        "floats wrapped in a non-array container",
+    "PrivatePoissonMF": {
+        "check_transformer_general": _TRANSFORM_MODE,
+        "check_transformer_general(readonly_memmap=True)": _TRANSFORM_MODE,
+        "check_transformer_data_not_an_array": _TRANSFORM_MODE,
+    },
+    "PrivatePoissonMF, private": {
+        "check_transformer_general": _TRANSFORM_MODE,
+        "check_transformer_general(readonly_memmap=True)": _TRANSFORM_MODE,
+        "check_transformer_data_not_an_array": _TRANSFORM_MODE,
+    },
+}
+
+# Checks that fail in some runs only (a strict expected failure cannot hold
+# them): a failure is reported as an expected failure, a pass as a pass.
+SOMETIMES_FAILING_CHECKS = {
+    "PrivatePoissonMF, private": {
+        "check_methods_sample_order_invariance": "the noisy sweeps' products run "
+        "in single precision over parallel rows, so the rounding depends on the "
+        "row order and the threads: results agree to about 1e-7 relative, the "
+        "check's rtol, and differ beyond it in some runs",
     },
 }
 
 
+def _instances(cls):
+    """(label, estimator) for each configuration of ``cls`` that is checked."""
+    checked = counts_adaptor(cls) if cls.__name__ in COUNT_ESTIMATORS else cls
+    configurations = {cls.__name__: FAST_PARAMS.get(cls.__name__, {})}
+    for label, params in EXTRA_PARAMS.get(cls.__name__, {}).items():
+        configurations[f"{cls.__name__}, {label}"] = params
+    return [(label, checked(**params)) for label, params in configurations.items()]
+
+
+LABELLED = [pair for cls in public_estimator_classes() for pair in _instances(cls)]
+ESTIMATORS = [estimator for _, estimator in LABELLED]
+_LABELS = {id(estimator): label for label, estimator in LABELLED}
+
+
 def expected_failed_checks(estimator):
-    return EXPECTED_FAILED_CHECKS.get(type(estimator).__name__, {})
+    return EXPECTED_FAILED_CHECKS.get(_LABELS[id(estimator)], {})
 
 
-ESTIMATORS = [
-    cls(**FAST_PARAMS.get(cls.__name__, {})) for cls in public_estimator_classes()
-]
+def _check_name(check):
+    return getattr(check, "func", check).__name__
 
 
 def test_discovery_finds_the_public_estimators():
@@ -163,7 +116,10 @@ def test_discovery_finds_the_public_estimators():
     assert "GeometricPrivatizer" in names
     # Entries for a class that no longer exists would silently do nothing.
     assert set(FAST_PARAMS) <= names
-    assert set(EXPECTED_FAILED_CHECKS) <= names
+    assert COUNT_ESTIMATORS <= names and set(EXTRA_PARAMS) <= names
+    labels = {label for label, _ in LABELLED}
+    assert set(EXPECTED_FAILED_CHECKS) <= labels
+    assert set(SOMETIMES_FAILING_CHECKS) <= labels
 
 
 # A listed check that starts passing fails the run (xfail_strict = true in
@@ -171,4 +127,11 @@ def test_discovery_finds_the_public_estimators():
 # scikit-learn 1.8 and otherwise defers to pytest's), so the list cannot go stale.
 @parametrize_with_checks(ESTIMATORS, expected_failed_checks=expected_failed_checks)
 def test_sklearn_compatible_estimator(estimator, check):
-    check(estimator)
+    label = _LABELS.get(id(estimator), type(estimator).__name__)
+    reason = SOMETIMES_FAILING_CHECKS.get(label, {}).get(_check_name(check))
+    try:
+        check(estimator)
+    except AssertionError:
+        if reason is None:
+            raise
+        pytest.xfail(reason)

@@ -1,6 +1,9 @@
 """PrivatePoissonMF: Bayesian Poisson factorization of locally privatized counts."""
 
+import contextlib
 import math
+import re
+import sys
 import warnings
 from numbers import Integral, Real
 
@@ -11,16 +14,39 @@ from sklearn.base import (
     TransformerMixin,
     _fit_context,
 )
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ..base import LocalPrivacyEstimator
 from ..mechanisms import two_sided_geometric
-from ..utils._validation import check_count_matrix, check_noisy_count_matrix
+from ..utils._progress import Progress, SolverLineRelay
+from ..utils._validation import (
+    check_count_matrix,
+    check_no_fit_params,
+    check_noisy_count_matrix,
+)
 from ._cavi import fit_cavi, log_likelihood_sum
 
 __all__ = ["PrivatePoissonMF"]
+
+# A fit whose split R-hat exceeds this warns (ArviZ's threshold).
+RHAT_WARNING_THRESHOLD = 1.01
+# The solvers print their progress; these lines become Progress updates.
+_CAVI_LINE = re.compile(
+    r"iteration (?P<iteration>\d+): log-likelihood per entry (?P<objective>\S+?),")
+_MCMC_LINE = re.compile(
+    r"chain (?P<phase>\d+): sweep (?P<iteration>\d+)/\d+ .*per entry (?P<objective>\S+?),")
+_SAMPLE_WEIGHT_REASON = (
+    "each row is one record's (privatized) counts, modelled as such; a weight "
+    "would change the likelihood, not the data. Repeat or drop rows instead."
+)
+
+
+def _output_dtype(X):
+    """float32 for float32 input (as NMF does), float64 otherwise."""
+    return np.float32 if getattr(X, "dtype", None) == np.float32 else np.float64
 
 
 class PrivatePoissonMF(
@@ -116,8 +142,14 @@ class PrivatePoissonMF(
         same noise at every :meth:`fit` (as in cross-validation): for real
         releases with ``privatize=True`` leave it None, since two different
         datasets released with the same noise reveal their difference.
-    verbose : int, default=0
-        Progress output: iteration, objective and seconds per iteration.
+    verbose : int or "bar", default=0
+        Progress output, one line per report in the format shared by
+        skprivfact's estimators: "iteration i of n, objective ..., elapsed
+        ..., ETA ..." (the objective is the log-likelihood per entry the
+        solver monitors). 1 reports about every tenth of the sweeps, 2 every
+        evaluation; "bar" draws a tqdm bar (``pip install skprivfact[progress]``),
+        or lines when tqdm is absent. MCMC chains run in joblib worker
+        processes (``n_jobs`` > 1) print the solver's own lines.
 
     Attributes
     ----------
@@ -147,7 +179,9 @@ class PrivatePoissonMF(
         MCMC only: log-likelihood per entry of each kept sample.
     rhat_ : float
         MCMC only: split R-hat of the log-likelihood trace over the chains
-        (NaN with fewer than 4 kept samples).
+        (NaN with fewer than 4 kept samples). Above 1.01 the fit warns with a
+        :class:`~sklearn.exceptions.ConvergenceWarning` (run more burn-in
+        sweeps or chains).
     n_features_in_ : int
         Number of features seen during :term:`fit`.
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
@@ -164,7 +198,12 @@ class PrivatePoissonMF(
     A private CAVI fit starts from the naive model (noise ignored, negatives
     clipped to 0) fitted by CAVI to convergence: from a random start, CAVI on
     noisy counts tends to settle where the noise absorbs most of the counts.
-    ``n_iter_`` counts the private sweeps only.
+    ``n_iter_`` counts the private sweeps only. A CAVI fit that reaches
+    ``max_iter`` before the ``tol`` criterion warns with a
+    :class:`~sklearn.exceptions.ConvergenceWarning`, as
+    :class:`~sklearn.decomposition.NMF` does. float32 input gives float32
+    ``components_`` and factors (the solvers compute in float64 and the
+    variational parameters stay float64).
     :meth:`transform` runs CAVI sweeps for the new rows with q(phi) fixed,
     for either solver (after MCMC, q(phi) is the gamma matching the mean and
     variance of the samples of phi).
@@ -221,7 +260,7 @@ class PrivatePoissonMF(
         "n_chains": [Interval(Integral, 1, None, closed="left")],
         "n_jobs": [Integral, None],
         "random_state": ["random_state"],
-        "verbose": ["verbose"],
+        "verbose": ["verbose", StrOptions({"bar"})],
     }
 
     def __init__(
@@ -330,8 +369,31 @@ class PrivatePoissonMF(
         phi_rate = phi_shape / (scale * rng.uniform(0.5, 1.5, size=(K, n_cols)))
         return theta_shape, theta_rate, phi_shape, phi_rate
 
+    @contextlib.contextmanager
+    def _progress(self, pattern, total, desc):
+        """Turn the solver's printed progress into the shared format."""
+        if not self.verbose:
+            yield
+            return
+        out = sys.stdout
+        relay = SolverLineRelay(
+            pattern,
+            lambda phase: Progress(
+                total, verbose=self.verbose, stream=out,
+                desc=desc if phase is None else f"{desc} chain {phase}",
+            ),
+            stream=out,
+        )
+        try:
+            with contextlib.redirect_stdout(relay):
+                yield
+        finally:
+            relay.close()
+
     def _fit(self, X):
         self._check_params()
+        dtype = _output_dtype(X)
+        solver_verbose = 1 if self.verbose else 0  # the solvers take an int
         rng = check_random_state(self.random_state)
         X, _ = self._check_input(X, reset=True, rng=rng)
         # transform and score continue this stream, so every release made
@@ -352,22 +414,32 @@ class PrivatePoissonMF(
             )
             if alpha is not None:
                 # start from the converged naive model (see Notes)
-                warm = fit_cavi(
-                    sp.csr_matrix(np.maximum(X, 0.0)), None, theta_shape, theta_rate,
-                    phi_shape, phi_rate, theta_prior=theta_prior, phi_prior=phi_prior,
-                    max_iter=self.max_iter, tol=self.tol,
-                    evaluate_every=self.evaluate_every, verbose=self.verbose,
-                    print_prefix="naive start, ",
-                )
+                with self._progress(_CAVI_LINE, self.max_iter, "CAVI naive start"):
+                    warm = fit_cavi(
+                        sp.csr_matrix(np.maximum(X, 0.0)), None, theta_shape, theta_rate,
+                        phi_shape, phi_rate, theta_prior=theta_prior, phi_prior=phi_prior,
+                        max_iter=self.max_iter, tol=self.tol,
+                        evaluate_every=self.evaluate_every, verbose=solver_verbose,
+                        print_prefix="naive start, ",
+                    )
                 theta_shape, theta_rate = warm["theta_shape"], warm["theta_rate"]
                 phi_shape, phi_rate = warm["phi_shape"], warm["phi_rate"]
-            result = fit_cavi(
-                X, alpha, theta_shape, theta_rate, phi_shape, phi_rate,
-                theta_prior=theta_prior, phi_prior=phi_prior,
-                empirical_bayes=self.empirical_bayes, max_iter=self.max_iter,
-                tol=self.tol, evaluate_every=self.evaluate_every,
-                bessel_statistic=self.bessel_statistic, verbose=self.verbose,
-            )
+            desc = "CAVI" if alpha is None else "private CAVI"
+            with self._progress(_CAVI_LINE, self.max_iter, desc):
+                result = fit_cavi(
+                    X, alpha, theta_shape, theta_rate, phi_shape, phi_rate,
+                    theta_prior=theta_prior, phi_prior=phi_prior,
+                    empirical_bayes=self.empirical_bayes, max_iter=self.max_iter,
+                    tol=self.tol, evaluate_every=self.evaluate_every,
+                    bessel_statistic=self.bessel_statistic, verbose=solver_verbose,
+                )
+            if self.tol > 0 and result["n_iter"] == self.max_iter:
+                warnings.warn(
+                    f"CAVI stopped at max_iter={self.max_iter} sweeps before the "
+                    f"relative change of the objective fell below tol={self.tol}; "
+                    "increase max_iter (or tol).",
+                    ConvergenceWarning,
+                )
             self.component_shape_ = result["phi_shape"]
             self.component_rate_ = result["phi_rate"]
             self.factor_prior_shape_, self.factor_prior_rate_ = result["theta_prior"]
@@ -378,13 +450,23 @@ class PrivatePoissonMF(
         else:
             from ._mcmc import fit_mcmc_chains
 
-            result = fit_mcmc_chains(
-                X, alpha, self.n_components,
-                theta_prior=theta_prior, phi_prior=phi_prior,
-                n_burn_in=self.n_burn_in, n_kept=self.n_kept_samples,
-                n_chains=self.n_chains, n_jobs=self.n_jobs, rng=rng,
-                verbose=self.verbose,
-            )
+            with self._progress(_MCMC_LINE, self.n_burn_in + self.n_kept_samples,
+                                "MCMC"):
+                result = fit_mcmc_chains(
+                    X, alpha, self.n_components,
+                    theta_prior=theta_prior, phi_prior=phi_prior,
+                    n_burn_in=self.n_burn_in, n_kept=self.n_kept_samples,
+                    n_chains=self.n_chains, n_jobs=self.n_jobs, rng=rng,
+                    verbose=solver_verbose,
+                )
+            if result["rhat"] > RHAT_WARNING_THRESHOLD:  # False for NaN
+                warnings.warn(
+                    f"The split R-hat of the log-likelihood trace is "
+                    f"{result['rhat']:.3f}, above {RHAT_WARNING_THRESHOLD}: the "
+                    "chains have not mixed; increase n_burn_in, n_kept_samples or "
+                    "n_chains.",
+                    ConvergenceWarning,
+                )
             phi_mean, phi_var = result["phi_mean"], result["phi_var"]
             phi_var = np.maximum(phi_var, 1e-12 * phi_mean**2 + 1e-300)
             self.component_shape_ = phi_mean**2 / phi_var
@@ -401,12 +483,13 @@ class PrivatePoissonMF(
                 ]
             )
             row_factors = result["theta_mean"]
-        self.components_ = self.component_shape_ / self.component_rate_
+        self.components_ = (self.component_shape_ / self.component_rate_).astype(
+            dtype, copy=False)
         self.alpha_ = alpha
-        return row_factors
+        return row_factors.astype(dtype, copy=False)
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y=None):
+    def fit(self, X, y=None, **fit_params):
         """Fit the model to the (noisy) counts ``X``.
 
         Parameters
@@ -416,17 +499,21 @@ class PrivatePoissonMF(
             ``privatize=True``, privatized (possibly negative) otherwise.
         y : Ignored
             Not used, present for API consistency by convention.
+        **fit_params : dict
+            None accepted: ``sample_weight`` raises a TypeError saying why it
+            has no meaning here (each row is one record's counts).
 
         Returns
         -------
         self : object
             Fitted estimator.
         """
+        check_no_fit_params(self, fit_params, _SAMPLE_WEIGHT_REASON)
         self._fit(X)
         return self
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit_transform(self, X, y=None):
+    def fit_transform(self, X, y=None, **fit_params):
         """Fit the model and return the posterior mean of the training rows' factors.
 
         Parameters
@@ -435,12 +522,15 @@ class PrivatePoissonMF(
             Integer counts, as in :meth:`fit`.
         y : Ignored
             Not used, present for API consistency by convention.
+        **fit_params : dict
+            None accepted, as in :meth:`fit`.
 
         Returns
         -------
         X_new : ndarray of shape (n_samples, n_components)
             E[theta] of each row.
         """
+        check_no_fit_params(self, fit_params, _SAMPLE_WEIGHT_REASON)
         return self._fit(X)
 
     def _infer_rows(self, X):
@@ -484,8 +574,9 @@ class PrivatePoissonMF(
             E[theta] of each row.
         """
         check_is_fitted(self)
+        dtype = _output_dtype(X)
         X, _ = self._check_input(X, reset=False, rng=self._noise_rng)
-        return self._infer_rows(X)
+        return self._infer_rows(X).astype(dtype, copy=False)
 
     def score(self, X, y=None):
         """Mean log-likelihood per entry of ``X`` under the fitted model.
@@ -514,13 +605,15 @@ class PrivatePoissonMF(
         check_is_fitted(self)
         X_model, X_clean = self._check_input(X, reset=False, rng=self._noise_rng)
         row_factors = self._infer_rows(X_model)
+        # the kernels take float64 (components_ is float32 after float32 input)
+        components = self.components_.astype(np.float64, copy=False)
         n_entries = X_model.shape[0] * X_model.shape[1]
         if self.privatize:
             total = log_likelihood_sum(
-                sp.csr_matrix(X_clean), None, row_factors, self.components_
+                sp.csr_matrix(X_clean), None, row_factors, components
             )
         else:
-            total = log_likelihood_sum(X_model, self.alpha_, row_factors, self.components_)
+            total = log_likelihood_sum(X_model, self.alpha_, row_factors, components)
         return float(total / n_entries)
 
     @property
@@ -532,5 +625,5 @@ class PrivatePoissonMF(
         tags.input_tags.sparse = True
         # noisy counts may be negative: only the non-private model is positive-only
         tags.input_tags.positive_only = self.epsilon is None or self.privatize
-        tags.transformer_tags.preserves_dtype = ["float64"]
+        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
         return tags

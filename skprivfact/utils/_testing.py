@@ -1,8 +1,12 @@
 """Helpers shared by the test suite and the benchmark scripts."""
 
-import numpy as np
+import functools
+import threading
 
-__all__ = ["dp_accounting_epsilon", "gaussian_kl"]
+import numpy as np
+import scipy.sparse as sp
+
+__all__ = ["counts_adaptor", "dp_accounting_epsilon", "gaussian_kl"]
 
 
 def gaussian_kl(mean_p, cov_p, mean_q, cov_q):
@@ -74,3 +78,125 @@ def dp_accounting_epsilon(noise_multiplier, sample_rate, steps, delta):
     accountant = rdp_privacy_accountant.RdpAccountant()
     accountant.compose(event, steps)
     return accountant.get_epsilon(delta)
+
+
+# scikit-learn's common checks draw uniform, normal or blob floats; the count
+# estimators reject fractional values by design. Scaled by this and rounded
+# away from zero, uniform (0, 1) floats become counts 1 to 5.
+_COUNT_SCALE = 5.0
+_adapting = threading.local()
+
+
+def _round_away(values):
+    # away from zero: a non-zero float stays a non-zero count (no empty
+    # documents appear), zeros stay zeros
+    return np.sign(values) * np.ceil(np.abs(values) * _COUNT_SCALE)
+
+
+def _is_integral(values):
+    return values.dtype.kind in "iub" or bool(np.all(values == np.floor(values)))
+
+
+def _to_counts(X):
+    """Scale fractional data to integer counts, keeping container and dtype.
+
+    NaN, infinity, zeros and the sign survive (so the checks of bad input
+    still see it); data that is already integral, complex, or cannot be read
+    as numbers (an object array holding a dict, say) passes through unchanged.
+    """
+    if getattr(getattr(X, "dtype", None), "kind", None) == "c":
+        return X
+    if sp.issparse(X):
+        csr = X.tocsr(copy=True)
+        if csr.dtype.kind != "f" or _is_integral(csr.data):
+            return X
+        csr.data = _round_away(csr.data)
+        return csr.asformat(X.format)
+    if hasattr(X, "iloc"):  # a pandas DataFrame or Series keeps its names
+        if _is_integral(X.to_numpy()):
+            return X
+        return X.apply(_round_away)
+    try:
+        values = np.asarray(X, dtype=float)
+    except (TypeError, ValueError):
+        return X
+    if values.ndim == 0 or _is_integral(values):
+        return X
+    counts = _round_away(values)
+    if isinstance(X, np.ndarray):
+        return counts.astype(X.dtype)
+    if isinstance(X, list):
+        return counts.tolist()
+    return type(X)(counts)  # a non-array container such as _NotAnArray
+
+
+def _adapt_method(method):
+    @functools.wraps(method)
+    def adapted(self, X, *args, **kwargs):
+        outermost = not getattr(_adapting, "active", False)
+        if outermost:
+            X = _to_counts(X)
+            _adapting.active = True
+        try:
+            return method(self, X, *args, **kwargs)
+        finally:
+            if outermost:
+                _adapting.active = False
+
+    return adapted
+
+
+_ADAPTED_METHODS = (
+    "fit", "partial_fit", "fit_transform", "transform", "score", "perplexity",
+    "predict", "score_samples",
+)
+
+
+def counts_adaptor(estimator_class):
+    """A subclass of a count estimator that rounds its input to counts first.
+
+    Test-only: lets scikit-learn's common checks, which feed fractional
+    floats, reach what they test in estimators that take integer counts.
+    ``X`` given to ``fit``, ``partial_fit``, ``fit_transform``,
+    ``transform``, ``score``, ``perplexity``, ``predict`` and
+    ``score_samples`` is scaled by 5 and rounded away from zero (in the
+    outermost call only,
+    so ``fit_transform`` calling ``fit`` does not round twice), keeping its
+    container, dtype (float32 stays float32), NaN, infinity and sign.
+    Parameters, tags and signatures are the wrapped class's.
+
+    The subclass is registered in this module under ``Counts`` + the class
+    name, so that it pickles.
+
+    Parameters
+    ----------
+    estimator_class : type
+        The estimator class, for example :class:`~skprivfact.DPLDA`.
+
+    Returns
+    -------
+    adapted_class : type
+        Subclass with ``adapted_from`` set to ``estimator_class``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skprivfact import GeometricPrivatizer
+    >>> from skprivfact.utils._testing import counts_adaptor
+    >>> Adapted = counts_adaptor(GeometricPrivatizer)
+    >>> Adapted(random_state=0).fit(np.array([[0.1, 0.5]])).n_features_in_
+    2
+    """
+    name = f"Counts{estimator_class.__name__}"
+    if name in globals():
+        return globals()[name]
+    namespace = {
+        method: _adapt_method(getattr(estimator_class, method))
+        for method in _ADAPTED_METHODS
+        if callable(getattr(estimator_class, method, None))
+    }
+    namespace.update(__module__=__name__, __qualname__=name,
+                     adapted_from=estimator_class)
+    adapted_class = type(name, (estimator_class,), namespace)
+    globals()[name] = adapted_class
+    return adapted_class

@@ -14,6 +14,7 @@ from sklearn.utils import check_array
 from sklearn.utils.validation import validate_data
 
 __all__ = [
+    "check_no_fit_params",
     "check_count_matrix",
     "check_noisy_count_matrix",
     "check_privacy_params",
@@ -262,3 +263,34 @@ def check_non_negative_number(value, name, *, allow_inf=False):
         what = "a number >= 0" if allow_inf else "a non-negative finite number"
         raise ValueError(f"{name} must be {what}; got {value!r}.")
     return float(value)
+
+
+def check_no_fit_params(estimator, fit_params, sample_weight_reason):
+    """Refuse keyword arguments of ``fit`` with a message that says why.
+
+    For estimators whose ``fit`` takes ``**fit_params`` only to answer
+    ``sample_weight`` with the reason it has no meaning for them (rather
+    than Python's bare "unexpected keyword argument").
+
+    Parameters
+    ----------
+    estimator : estimator instance
+        Named in the message.
+    fit_params : dict
+        The keyword arguments ``fit`` received.
+    sample_weight_reason : str
+        Why the estimator has no use for sample weights.
+
+    Raises
+    ------
+    TypeError
+        If ``fit_params`` is not empty.
+    """
+    if not fit_params:
+        return
+    name = type(estimator).__name__
+    if "sample_weight" in fit_params:
+        raise TypeError(f"{name}.fit does not take sample_weight: {sample_weight_reason}")
+    raise TypeError(
+        f"{name}.fit got unexpected keyword argument(s) {sorted(fit_params)}"
+    )

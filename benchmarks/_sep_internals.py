@@ -1,0 +1,100 @@
+"""The one place where bench_sep reads or changes DPSEPRegressor's private parts.
+
+The noise and floor sections need what the estimator's public API does not
+give: the posterior's natural parameters before the shrinkage of noisy means,
+the privacy noise in them, the fitted model's prior and sites, the noise of
+the averaged factor from the accountant's schedule, and a fit started from a
+given factor (an oracle). Every such access is a function of this module, so
+that a change of ``skprivfact/sep.py`` breaks this file alone, and each
+function says what public hook of ``sep.py`` would replace it:
+
+- ``posterior_natural_params_`` and ``posterior_noise_std_`` fitted
+  attributes (now ``_posterior`` and ``_posterior_noise``);
+- the fitted model object as ``model_``, with public ``n_weights``,
+  ``prior()`` and ``sites(X, y, cavity)`` (now ``_model``);
+- ``factor_noise_std`` as a public function (now ``sep._factor_noise_std``);
+- a start factor for the network, e.g. ``init="custom"`` with
+  ``fit(X, y, init_factor=...)`` as NMF's ``W``/``H`` (now the class
+  attribute ``sep._NetworkModel.initial_factor`` is replaced for the block).
+"""
+
+import contextlib
+import copy
+
+from skprivfact import sep as _sep
+
+
+def factor_noise_std(noise_std, decay, n_steps, first_averaged):
+    """Std of the noise in one coordinate of the running and the averaged factor.
+
+    Public hook wanted: ``sep.factor_noise_std``.
+    """
+    return _sep._factor_noise_std(noise_std, decay, n_steps, first_averaged)
+
+
+def posterior_natural_params(estimator):
+    """The fitted posterior's natural parameters, before the estimator's
+    shrinkage of noisy means. Public hook wanted: ``posterior_natural_params_``."""
+    return estimator._posterior
+
+
+def posterior_noise_std(estimator):
+    """Std of the privacy noise in each natural parameter of the posterior.
+    Public hook wanted: ``posterior_noise_std_``."""
+    return estimator._posterior_noise
+
+
+def weight_precisions(estimator):
+    """The posterior precision of each weight (natural parameters, no shrinkage)."""
+    return posterior_natural_params(estimator)[: estimator._model.n_weights]
+
+
+def fitted_factor(estimator, n_samples):
+    """The fitted factor f = (posterior - prior) / n. Public hook wanted:
+    ``model_.prior()``."""
+    return (posterior_natural_params(estimator) - estimator._model.prior()) / n_samples
+
+
+def site_values(estimator, X_scaled, y_scaled, n_samples):
+    """The sites of scaled rows at the cavity prior + (n - 1) f of the fitted
+    factor f. Public hook wanted: ``model_.sites``."""
+    model = estimator._model
+    cavity = model.prior() + (n_samples - 1) * fitted_factor(estimator, n_samples)
+    return model.sites(X_scaled, y_scaled, cavity)
+
+
+def with_posterior_noise(estimator, noise_std, random_state):
+    """A copy of a noise-free network fit whose posterior natural parameters
+    carry Gaussian noise of std ``noise_std``, on the optimistic side: weights
+    whose noisy precision falls below the prior keep their clean natural
+    parameters (a private fit keeps their previous, noisy ones) and the noise
+    Gamma stays clean. Prediction then shrinks the noisy means as a private
+    fit's are. Public hook wanted: settable ``posterior_natural_params_`` and
+    ``posterior_noise_std_``."""
+    noisy = copy.deepcopy(estimator)
+    clean = posterior_natural_params(estimator)
+    n_weights = estimator._model.n_weights
+    posterior = clean + random_state.normal(scale=noise_std, size=clean.size)
+    rejected = posterior[:n_weights] < estimator._model.prior()[:n_weights]
+    for block in (slice(0, n_weights), slice(n_weights, 2 * n_weights)):
+        posterior[block][rejected] = clean[block][rejected]
+    posterior[-2:] = clean[-2:]
+    noisy._posterior = posterior
+    noisy._posterior_noise = noise_std
+    return noisy
+
+
+@contextlib.contextmanager
+def network_start(factor):
+    """Within the block, every network fit starts from ``factor`` instead of its
+    data-independent random start (an oracle when ``factor`` comes from the
+    data: a private fit cannot know it). Public hook wanted: a start factor
+    given to ``fit`` (``init="custom"``)."""
+    original = _sep._NetworkModel.initial_factor
+    _sep._NetworkModel.initial_factor = lambda self, random_state, n_samples: (
+        factor.copy()
+    )
+    try:
+        yield
+    finally:
+        _sep._NetworkModel.initial_factor = original

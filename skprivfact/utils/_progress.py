@@ -1,0 +1,237 @@
+"""One progress format for every skprivfact estimator.
+
+An estimator with a ``verbose`` parameter builds one :class:`Progress` per
+phase of its fit and calls :meth:`Progress.update` after each iteration::
+
+    progress = Progress(self.max_iter, verbose=self.verbose, desc="CAVI")
+    for iteration in range(1, self.max_iter + 1):
+        ...
+        progress.update(iteration, objective=objective, epsilon_spent=spent)
+    progress.close()
+
+``verbose`` is read as scikit-learn does: 0 (or False) is silent; 1 prints a
+line about every tenth of the iterations and the last one; 2 or more prints
+every update; ``"bar"`` draws a tqdm progress bar (the ``progress`` extra),
+falling back to the lines of ``verbose=1`` when tqdm is not installed. A line
+reads::
+
+    CAVI: iteration 40 of 200, objective -0.912345, epsilon spent 0.52 of 1,
+    elapsed 3.1 s, ETA 12.4 s
+
+(on one line), the objective and epsilon fields only when given, epsilon as
+"of <budget>" when the estimator has a budget. The ETA extrapolates the time
+per iteration measured since the first update, so one-off work before it
+(compiling numba kernels, a warm start) does not inflate it; an estimator that
+may stop early (a tolerance) gets an upper bound.
+"""
+
+import math
+import sys
+import time
+
+__all__ = ["Progress", "SolverLineRelay", "format_seconds"]
+
+
+def format_seconds(seconds):
+    """Seconds as "4.2 s", "3 min 05 s" or "2 h 03 min".
+
+    Parameters
+    ----------
+    seconds : float
+        A duration.
+
+    Returns
+    -------
+    text : str
+
+    Examples
+    --------
+    >>> from skprivfact.utils._progress import format_seconds
+    >>> format_seconds(4.23), format_seconds(185), format_seconds(7380)
+    ('4.2 s', '3 min 05 s', '2 h 03 min')
+    """
+    if not math.isfinite(seconds):
+        return "?"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, secs = divmod(int(round(seconds)), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
+
+
+class Progress:
+    """Progress of one iterative phase, as lines or a tqdm bar.
+
+    Parameters
+    ----------
+    total : int
+        The number of iterations planned (``max_iter``).
+    verbose : int, bool or "bar", default=0
+        0 silent, 1 a line about every tenth of ``total``, 2 or more a line
+        per update, "bar" a tqdm bar (lines when tqdm is absent).
+    desc : str, default=""
+        Name of the phase, printed before each line.
+    epsilon_budget : float, default=None
+        The estimator's privacy budget, printed after the epsilon spent.
+    stream : file-like, default=None
+        Where lines and the bar go; None means ``sys.stdout``.
+
+    Examples
+    --------
+    >>> import io
+    >>> from skprivfact.utils._progress import Progress
+    >>> out = io.StringIO()
+    >>> progress = Progress(4, verbose=2, desc="demo", epsilon_budget=1.0, stream=out)
+    >>> for i in range(1, 5):
+    ...     progress.update(i, objective=-1.0 / i, epsilon_spent=0.25 * i)
+    >>> progress.close()
+    >>> print(out.getvalue().splitlines()[-1].split(", elapsed")[0])
+    demo: iteration 4 of 4, objective -0.25, epsilon spent 1 of 1
+    """
+
+    def __init__(self, total, *, verbose=0, desc="", epsilon_budget=None, stream=None):
+        self.total = int(total)
+        self.verbose = verbose
+        self.desc = desc
+        self.epsilon_budget = epsilon_budget
+        self.stream = stream
+        self._bar = None
+        self._first = None
+        self._start = time.perf_counter()
+        self._last_printed = 0
+        if verbose == "bar":
+            try:
+                from tqdm.auto import tqdm
+            except ImportError:
+                self.verbose = 1
+            else:
+                self._bar = tqdm(total=self.total, desc=desc or None, file=stream,
+                                 leave=True)
+        self._every = 1 if self.verbose == "bar" or (
+            self.verbose is not True and self.verbose >= 2
+        ) else max(1, self.total // 10)
+
+    @property
+    def enabled(self):
+        """Whether anything is shown."""
+        return self.verbose not in (0, False, None)
+
+    def eta(self, iteration, now=None):
+        """Seconds left to reach ``total``, from the rate since the first update."""
+        now = time.perf_counter() if now is None else now
+        if self._first is None or iteration <= self._first[0]:
+            per_iteration = (now - self._start) / max(iteration, 1)
+        else:
+            per_iteration = (now - self._first[1]) / (iteration - self._first[0])
+        return per_iteration * max(self.total - iteration, 0)
+
+    def line(self, iteration, objective=None, epsilon_spent=None, now=None):
+        """The progress line for ``iteration`` (without printing it)."""
+        now = time.perf_counter() if now is None else now
+        parts = [f"iteration {iteration} of {self.total}"]
+        if objective is not None:
+            parts.append(f"objective {objective:.6g}")
+        if epsilon_spent is not None:
+            spent = f"epsilon spent {epsilon_spent:.3g}"
+            if self.epsilon_budget is not None:
+                spent += f" of {self.epsilon_budget:.3g}"
+            parts.append(spent)
+        parts.append(f"elapsed {format_seconds(now - self._start)}")
+        parts.append(f"ETA {format_seconds(self.eta(iteration, now))}")
+        prefix = f"{self.desc}: " if self.desc else ""
+        return prefix + ", ".join(parts)
+
+    def update(self, iteration, *, objective=None, epsilon_spent=None):
+        """Record that ``iteration`` (1-based) is done; show it if due."""
+        now = time.perf_counter()
+        if self._first is None:
+            self._first = (iteration, now)
+        if not self.enabled:
+            return
+        if self._bar is not None:
+            self._bar.update(iteration - self._bar.n)
+            postfix = {}
+            if objective is not None:
+                postfix["objective"] = f"{objective:.6g}"
+            if epsilon_spent is not None:
+                postfix["epsilon"] = f"{epsilon_spent:.3g}"
+            if postfix:
+                self._bar.set_postfix(postfix, refresh=False)
+            return
+        if iteration % self._every == 0 or iteration >= self.total or (
+            iteration == self._first[0]
+        ):
+            stream = sys.stdout if self.stream is None else self.stream
+            print(self.line(iteration, objective, epsilon_spent, now), file=stream,
+                  flush=True)
+            self._last_printed = iteration
+
+    def close(self):
+        """Close the bar, if any."""
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+
+class SolverLineRelay:
+    """A text stream that turns a solver's own progress prints into :class:`Progress` lines.
+
+    For solvers that print their progress rather than report it (PrivatePoissonMF's
+    CAVI and Gibbs loops print with ``print``): used as the target of
+    :func:`contextlib.redirect_stdout` around the solver call. Each printed
+    line matching ``pattern`` (a compiled regex with the named groups
+    ``iteration`` and ``objective``, and optionally ``phase`` to tell chains
+    apart) becomes an update of the :class:`Progress` that
+    ``make_progress(phase)`` returns (built once per phase); other lines go
+    to ``stream`` unchanged.
+
+    Parameters
+    ----------
+    pattern : re.Pattern
+        The solver's line format.
+    make_progress : callable
+        ``make_progress(phase)`` returns the :class:`Progress` of a phase
+        (``phase`` is None without that group).
+    stream : file-like, default=None
+        Where other lines go; None means the ``sys.stdout`` in effect when
+        the relay was built.
+    """
+
+    def __init__(self, pattern, make_progress, stream=None):
+        self.pattern = pattern
+        self.make_progress = make_progress
+        self.stream = sys.stdout if stream is None else stream
+        self.progress = {}
+        self._pending = ""
+
+    def write(self, text):
+        self._pending += text
+        *lines, self._pending = self._pending.split("\n")
+        for line in lines:
+            self._relay(line)
+        return len(text)
+
+    def flush(self):
+        self.stream.flush()
+
+    def _relay(self, line):
+        match = self.pattern.search(line)
+        if match is None:
+            print(line, file=self.stream)
+            return
+        groups = match.groupdict()
+        phase = groups.get("phase")
+        if phase not in self.progress:
+            self.progress[phase] = self.make_progress(phase)
+        self.progress[phase].update(int(groups["iteration"]),
+                                    objective=float(groups["objective"]))
+
+    def close(self):
+        """Relay a last unfinished line and close every phase's progress."""
+        if self._pending:
+            self._relay(self._pending)
+            self._pending = ""
+        for progress in self.progress.values():
+            progress.close()

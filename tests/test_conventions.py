@@ -1,0 +1,253 @@
+"""scikit-learn conventions: dtypes, warnings, sample_weight, set_output, progress."""
+
+import io
+import re
+import time
+import warnings
+
+import numpy as np
+import pytest
+from numba import njit
+from numba.core import event
+from sklearn.exceptions import ConvergenceWarning
+
+import skprivfact
+from skprivfact import GeometricPrivatizer, PrivatePoissonMF
+from skprivfact.datasets import make_poisson_factorization
+from skprivfact.poisson_mf._estimator import RHAT_WARNING_THRESHOLD
+from skprivfact.utils import _progress
+from skprivfact.utils._numba import NOTICE, _CompileListener
+from skprivfact.utils._progress import Progress
+
+pd = pytest.importorskip("pandas")
+
+
+@pytest.fixture(scope="module")
+def counts():
+    X, X_noisy, _, _ = make_poisson_factorization(
+        60, 20, 2, factor_shape=1.0, epsilon=1.0, random_state=0
+    )
+    return X, X_noisy
+
+
+# --- float32 -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("epsilon", [None, 1.0])
+def test_poisson_mf_keeps_float32(counts, epsilon):
+    X = counts[0] if epsilon is None else counts[1]
+    model = PrivatePoissonMF(2, epsilon=epsilon, max_iter=20, tol=0, random_state=0)
+    factors = model.fit_transform(X.astype(np.float32))
+    assert factors.dtype == np.float32
+    assert model.components_.dtype == np.float32
+    assert model.transform(X.astype(np.float32)).dtype == np.float32
+    assert model.transform(X.astype(np.float64)).dtype == np.float64
+    # the same numbers as a float64 fit, to float32 precision
+    reference = PrivatePoissonMF(2, epsilon=epsilon, max_iter=20, tol=0, random_state=0)
+    np.testing.assert_allclose(factors, reference.fit_transform(X), rtol=1e-5, atol=1e-6)
+
+
+def test_geometric_privatizer_outputs_int64_counts_for_float32(counts):
+    # Noisy counts are integers; float32 would not hold them exactly beyond 2**24.
+    noisy = GeometricPrivatizer(random_state=0).fit_transform(counts[0].astype(np.float32))
+    assert noisy.dtype == np.int64
+
+
+# --- warnings ------------------------------------------------------------
+
+
+def test_poisson_mf_warns_when_cavi_stops_at_max_iter(counts):
+    with pytest.warns(ConvergenceWarning, match="max_iter=3"):
+        PrivatePoissonMF(2, max_iter=3, evaluate_every=1, random_state=0).fit(counts[0])
+
+
+@pytest.mark.parametrize("tol", [0.0, 0.5])
+def test_poisson_mf_quiet_when_converged_or_tol_zero(counts, tol):
+    # tol=0 asks for max_iter sweeps; tol=0.5 is met at the first comparison
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        model = PrivatePoissonMF(2, max_iter=30, tol=tol, random_state=0).fit(counts[0])
+    assert model.n_iter_ == 30 if tol == 0 else model.n_iter_ < 30
+
+
+def test_poisson_mf_warns_for_rhat_above_threshold(counts):
+    # two chains from different random starts, 5 sweeps of burn-in: not mixed
+    model = PrivatePoissonMF(2, solver="mcmc", n_burn_in=5, n_kept_samples=20,
+                             n_chains=2, random_state=0)
+    with pytest.warns(ConvergenceWarning, match="R-hat"):
+        model.fit(counts[0])
+    assert model.rhat_ > RHAT_WARNING_THRESHOLD
+
+
+def test_poisson_mf_no_rhat_warning_without_rhat(counts):
+    # fewer than 4 kept samples: R-hat is NaN, nothing to warn about
+    model = PrivatePoissonMF(2, solver="mcmc", n_burn_in=5, n_kept_samples=2,
+                             random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        model.fit(counts[0])
+    assert np.isnan(model.rhat_)
+
+
+# --- sample_weight ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "estimator, reason",
+    [
+        (PrivatePoissonMF(2, max_iter=5), "one record's"),
+        (GeometricPrivatizer(), "learns nothing"),
+    ],
+    ids=["PrivatePoissonMF", "GeometricPrivatizer"],
+)
+@pytest.mark.parametrize("method", ["fit", "fit_transform"])
+def test_sample_weight_refused_with_reason(counts, estimator, reason, method):
+    X = counts[0]
+    with pytest.raises(TypeError, match=f"does not take sample_weight: .*{reason}"):
+        getattr(estimator, method)(X, sample_weight=np.ones(X.shape[0]))
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        getattr(estimator, method)(X, weights=None)
+
+
+# --- set_output ------------------------------------------------------------
+
+
+def _transformers():
+    params = {
+        "DPLDA": dict(n_components=2, batch_size=20, doc_length=20, random_state=0),
+        "PrivatePoissonMF": dict(n_components=2, max_iter=5, random_state=0),
+        "DPBayesLogReg": dict(max_iter=2, data_norm=30.0, random_state=0),
+        "DPSEPRegressor": dict(max_iter=2, bounds_X=(0, 30), bounds_y=(0, 60),
+                               random_state=0),
+        "GeometricPrivatizer": dict(random_state=0),
+    }
+    found = []
+    for name in skprivfact.__all__:
+        cls = getattr(skprivfact, name)
+        if isinstance(cls, type) and hasattr(cls, "transform"):
+            marks = []
+            if not hasattr(cls, "get_feature_names_out"):
+                marks = [pytest.mark.xfail(
+                    reason=f"{name} has no get_feature_names_out yet "
+                    "(left to the central-DP estimators' rewrite)", strict=True)]
+            found.append(pytest.param(cls(**params[name]), id=name, marks=marks))
+    return found
+
+
+@pytest.mark.parametrize("estimator", _transformers())
+def test_set_output_pandas_on_every_transformer(counts, estimator):
+    X = counts[0]
+    y = X[:, 0] + X[:, 1] if type(estimator).__name__ == "DPSEPRegressor" else (
+        X[:, 0] > np.median(X[:, 0])).astype(int)
+    frame = pd.DataFrame(X, columns=[f"word{j}" for j in range(X.shape[1])])
+    estimator.set_output(transform="pandas")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        estimator.fit(frame, y)
+        out = estimator.transform(frame)
+    assert isinstance(out, pd.DataFrame)
+    assert list(out.columns) == list(estimator.get_feature_names_out())
+    assert list(out.index) == list(frame.index)
+
+
+# --- progress --------------------------------------------------------------
+
+
+_LINE = re.compile(
+    r"^(?P<desc>[\w ]+): iteration (?P<i>\d+) of (?P<n>\d+), objective \S+, "
+    r"elapsed [\d.]+ s, ETA [\d.]+ s$"
+)
+
+
+def test_poisson_mf_verbose_uses_the_shared_line_format(counts, capsys):
+    PrivatePoissonMF(2, epsilon=1.0, max_iter=20, tol=0.0, verbose=1,
+                     random_state=0).fit(counts[1])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines
+    parsed = [_LINE.match(line) for line in lines]
+    assert all(parsed), lines
+    assert {m["desc"] for m in parsed} == {"CAVI naive start", "private CAVI"}
+    assert {m["n"] for m in parsed} == {"20"}
+    private = [int(m["i"]) for m in parsed if m["desc"] == "private CAVI"]
+    assert private[-1] == 20 and private == sorted(private)
+
+
+@pytest.mark.parametrize("solver", ["cavi", "mcmc"])
+def test_poisson_mf_verbose_bar_without_tqdm_prints_lines(counts, solver, monkeypatch,
+                                                         capsys):
+    monkeypatch.setitem(__import__("sys").modules, "tqdm", None)
+    monkeypatch.setitem(__import__("sys").modules, "tqdm.auto", None)
+    PrivatePoissonMF(2, solver=solver, max_iter=10, n_burn_in=5, n_kept_samples=5,
+                     verbose="bar", random_state=0).fit(counts[0])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines and all(_LINE.match(line) for line in lines), lines
+
+
+def test_progress_line_budget_and_eta(monkeypatch):
+    clock = iter([100.0, 101.0, 109.0])  # start, first update, line
+    monkeypatch.setattr(_progress.time, "perf_counter", lambda: next(clock))
+    out = io.StringIO()
+    progress = Progress(50, verbose=0, desc="fit", epsilon_budget=2.0, stream=out)
+    progress.update(1)
+    # 8 s over 4 iterations since the first update: 2 s per iteration, 45 left
+    line = progress.line(5, objective=-1.5, epsilon_spent=0.5, now=109.0)
+    assert line == ("fit: iteration 5 of 50, objective -1.5, epsilon spent 0.5 of 2, "
+                    "elapsed 9.0 s, ETA 1 min 30 s")
+    assert out.getvalue() == ""  # verbose=0 prints nothing
+
+
+def test_progress_verbose_one_prints_about_a_tenth():
+    out = io.StringIO()
+    progress = Progress(100, verbose=1, stream=out)
+    for i in range(1, 101):
+        progress.update(i)
+    printed = [int(line.split()[1]) for line in out.getvalue().splitlines()]
+    assert printed == [1, *range(10, 101, 10)]
+
+
+def test_progress_bar_falls_back_to_lines_without_tqdm(monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "tqdm", None)
+    monkeypatch.setitem(__import__("sys").modules, "tqdm.auto", None)
+    out = io.StringIO()
+    progress = Progress(3, verbose="bar", stream=out)
+    for i in range(1, 4):
+        progress.update(i, objective=float(i))
+    progress.close()
+    assert out.getvalue().splitlines()[-1].startswith("iteration 3 of 3, objective 3")
+
+
+def test_progress_bar_with_tqdm():
+    pytest.importorskip("tqdm")
+    out = io.StringIO()
+    progress = Progress(4, verbose="bar", desc="fit", stream=out)
+    for i in range(1, 5):
+        progress.update(i, objective=-0.5)
+    progress.close()
+    assert "4/4" in out.getvalue() and "objective=-0.5" in out.getvalue()
+
+
+# --- compilation notice ----------------------------------------------------
+
+
+def test_compile_notice_printed_once_for_our_kernels():
+    def add(a, b):
+        return a + b
+
+    add.__module__ = "skprivfact.fake_kernels"
+    kernel = njit(add)
+    foreign = njit(lambda a: a * 2)
+    out = io.StringIO()
+    listener = _CompileListener(stream=out)
+    with event.install_listener("numba:compile", listener):
+        foreign(1)  # another package's kernel: timed, no notice
+        assert out.getvalue() == ""
+        kernel(1, 2)
+        kernel(1.0, 2.0)  # a second compilation: no second notice
+    assert out.getvalue() == NOTICE + "\n"
+    assert listener.total_seconds > 0
+    before = listener.total_seconds
+    with event.install_listener("numba:compile", listener):
+        start = time.perf_counter()
+        kernel(1, 2)  # already compiled: no event
+        assert time.perf_counter() - start < 1.0
+    assert listener.total_seconds == before
