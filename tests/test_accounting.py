@@ -94,21 +94,25 @@ def grid():
     return grid_comparison()
 
 
+@pytest.mark.slow
 def test_grid_has_at_least_200_settings(grid):
     assert len(grid) >= 200
 
 
+@pytest.mark.slow
 def test_never_above_dp_accounting_rdp(grid):
     excess = [r["ours"] / r["rdp_reference"] - 1 for r in grid]
     worst = int(np.argmax(excess))
     assert excess[worst] <= RDP_RTOL, grid[worst]
 
 
+@pytest.mark.slow
 def test_never_below_pld_lower_bound(grid):
     below = [r for r in grid if r["ours"] < r["pld_lower"]]
     assert not below, below
 
 
+@pytest.mark.slow
 def test_tight_for_full_batch(grid):
     # Full batch, one step: RDP is exact, so only the RDP-to-DP conversion
     # separates us from the analytic Gaussian epsilon.

@@ -443,6 +443,7 @@ def _skip_clipping(name, monkeypatch):
         raise AssertionError(f"no broken variant for {name}")
 
 
+@pytest.mark.slow
 @pytest.mark.secret_noise
 @pytest.mark.parametrize("name", DP_ESTIMATORS)
 def test_empirical_audit_stays_below_the_claim(name, monkeypatch):
@@ -451,6 +452,7 @@ def test_empirical_audit_stays_below_the_claim(name, monkeypatch):
     assert lower_bound <= claim
 
 
+@pytest.mark.slow
 @pytest.mark.secret_noise
 @pytest.mark.parametrize("name", DP_ESTIMATORS)
 def test_empirical_audit_catches_a_skipped_clip(name, monkeypatch):
@@ -538,6 +540,7 @@ PLD_SETTINGS = [
 ] + [(1.1, 0.02, 300), (2.0, 0.005, 400), (0.8, 0.05, 50), (4.0, 0.3, 20), (1.0, 0.5, 5)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("relation", ["add_remove", "substitution"])
 def test_pld_accountant_is_dp_accounting_within_its_discretisation(relation):
     dp_accounting = pytest.importorskip("dp_accounting")
