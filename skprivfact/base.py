@@ -14,6 +14,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, Options, StrOptions
 
 from .privacy import PrivacyBudget, PrivacyEngine, plan_privacy
+from .utils._progress import Progress
 
 __all__ = ["LocalPrivacyEstimator", "CentralPrivacyEstimator"]
 
@@ -132,6 +133,13 @@ class CentralPrivacyEstimator(BaseEstimator):
                 "first partial_fit: the noise was planned for the old values. Call "
                 "fit to start a new model."
             )
+
+    def _make_progress(self, total):
+        """The fit's progress (the one format of every estimator), of ``total`` steps."""
+        budget = None if math.isinf(self.epsilon) else float(self.epsilon)
+        return Progress(
+            total, verbose=self.verbose, desc=type(self).__name__, epsilon_budget=budget
+        )
 
     def _record_privacy(self):
         """Update ``privacy_spent_`` and ``n_releases_`` from the engine."""

@@ -1,7 +1,7 @@
 """Differentially private Bayesian logistic regression (VIPS, Polya-Gamma VB)."""
 
+import functools
 import math
-import time
 import warnings
 from numbers import Integral, Real
 
@@ -217,7 +217,7 @@ def _fit_vips(
     prior_rate,
     learning_decay,
     learning_offset,
-    verbose=0,
+    progress,
 ):
     """Private variational Bayes for logistic regression (Park et al., Alg. 5).
 
@@ -254,7 +254,6 @@ def _fit_vips(
     noise_variance_factor = 0.0
     covariance, mean = _gaussian_posterior(expected_precision * identity, first_total)
     work = np.empty_like(rows) if sample_rate == 1.0 else None
-    start = time.perf_counter()
     for iteration in range(1, n_iter + 1):
         if sample_rate < 1.0:
             batch = engine.sample(n_samples)
@@ -296,8 +295,10 @@ def _fit_vips(
         )
         rate = prior_rate + 0.5 * (np.trace(covariance) + mean @ mean)
         expected_precision = shape / rate
-        if verbose:
-            objective = _released_objective(
+        if progress.enabled:
+            # Both computed only when shown.
+            objective = functools.partial(
+                _released_objective,
                 first_total,
                 second_total_psd,
                 mean,
@@ -307,15 +308,10 @@ def _fit_vips(
                 prior_shape,
                 prior_rate,
             )
-            print(
-                engine.progress(
-                    f"iteration {iteration} of {n_iter}: released objective "
-                    f"{objective:.4f}",
-                    start,
-                    time.perf_counter(),
-                ),
-                flush=True,
+            progress.update(
+                iteration, objective=objective, epsilon_spent=lambda: engine.spent[0]
             )
+    progress.close()
     return mean, covariance, shape, rate
 
 
@@ -444,9 +440,11 @@ class DPBayesLogReg(ClassifierMixin, TransformerMixin, CentralPrivacyEstimator):
         cryptographic randomness (Mironov 2012 showed how textbook
         floating-point noise can leak). Needs full batches and
         ``accountant="rdp"``; slower (pure Python, about 4e4 draws per second).
-    verbose : int, default=0
-        Print, per iteration, the objective computable from the releases, the
-        epsilon spent so far and the time elapsed.
+    verbose : int or "bar", default=0
+        Progress in the format of every skprivfact estimator: 1 prints about
+        ten lines, 2 one per iteration (the objective computable from the
+        releases, the epsilon spent so far, elapsed time and time left);
+        "bar" draws a tqdm bar (the ``progress`` extra).
     random_state : int, RandomState instance or None, default=None
         Unused by the algorithm (full batch and secret randomness leave
         nothing to seed); kept for the scikit-learn interface.
@@ -535,7 +533,7 @@ class DPBayesLogReg(ClassifierMixin, TransformerMixin, CentralPrivacyEstimator):
         "prior_rate": [Interval(Real, 0, None, closed="neither")],
         "learning_decay": [Interval(Real, 0, 1, closed="both"), StrOptions({"auto"})],
         "learning_offset": [Interval(Real, 0, None, closed="left")],
-        "verbose": ["verbose"],
+        "verbose": ["verbose", StrOptions({"bar"})],
         "random_state": ["random_state"],
     }
 
@@ -645,7 +643,7 @@ class DPBayesLogReg(ClassifierMixin, TransformerMixin, CentralPrivacyEstimator):
             prior_rate=self.prior_rate,
             learning_decay=self.learning_decay_,
             learning_offset=self.learning_offset,
-            verbose=self.verbose,
+            progress=self._make_progress(engine.plan.n_releases),
         )
         self.n_iter_ = self.max_iter
         self._record_privacy()

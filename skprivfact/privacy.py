@@ -625,24 +625,3 @@ class PrivacyEngine:
             ``noise_multiplier * sqrt(n_blocks) * sensitivities``.
         """
         return gaussian_noise_scales(sensitivities, self.plan.noise_multiplier)
-
-    def progress(self, message, start_time, now):
-        """Format the one verbose line every DP estimator prints.
-
-        Parameters
-        ----------
-        message : str
-            Where the fit is (pass, iteration) and what its objective is.
-        start_time, now : float
-            ``time.perf_counter()`` at the start of the fit and now.
-
-        Returns
-        -------
-        line : str
-            ``[owner] message, epsilon spent e, s s``.
-        """
-        epsilon = self.spent[0]
-        return (
-            f"[{self.owner}] {message}, epsilon spent {epsilon:.4g}, "
-            f"{now - start_time:.2f} s"
-        )

@@ -1,7 +1,6 @@
 """Differentially private stochastic expectation propagation for regression."""
 
 import math
-import time
 import warnings
 from numbers import Integral, Real
 
@@ -421,7 +420,7 @@ def _fit_sep(
     averaging_fraction,
     learn_prior,
     random_state,
-    verbose,
+    progress,
 ):
     """Run (DP-)SEP.
 
@@ -459,7 +458,6 @@ def _fit_sep(
     running_noise, averaged_noise = _factor_noise_std(
         noise_std, damping * sample_rate, n_steps, first_averaged
     )
-    start = time.perf_counter()
     for step in range(n_steps):
         cavity = prior + (n_samples - 1) * factor
         weights = model.release_weights(cavity) if clip_norm is not None else None
@@ -492,16 +490,11 @@ def _fit_sep(
                 model, prior + n_samples * factor
             )
             prior = model.prior()
-        if verbose and (step + 1) % steps_per_pass == 0:
-            print(
-                engine.progress(
-                    f"pass {(step + 1) // steps_per_pass} of {n_passes}: factor norm "
-                    f"{np.linalg.norm(factor):.4g}",
-                    start,
-                    time.perf_counter(),
-                ),
-                flush=True,
+        if (step + 1) % steps_per_pass == 0:
+            progress.update(
+                (step + 1) // steps_per_pass, epsilon_spent=lambda: engine.spent[0]
             )
+    progress.close()
     return factor_sum / (n_steps - first_averaged), n_samples * averaged_noise
 
 
@@ -653,9 +646,11 @@ class DPSEPRegressor(
         cryptographic randomness (Mironov 2012 showed how textbook
         floating-point noise can leak). Needs full batches and
         ``accountant="rdp"``; slower (pure Python, about 4e4 draws per second).
-    verbose : int, default=0
-        Print, after each pass, the released factor's norm, the epsilon spent
-        so far and the time elapsed.
+    verbose : int or "bar", default=0
+        Progress in the format of every skprivfact estimator, per pass: 1
+        prints about ten lines, 2 one per pass (the epsilon spent so far,
+        elapsed time and time left); "bar" draws a tqdm bar (the ``progress``
+        extra).
     random_state : int, RandomState instance or None, default=None
         Seeds the network's initial means (not a release); batches and noise
         never come from it.
@@ -755,7 +750,7 @@ class DPSEPRegressor(
         "bounds_y": [tuple, list, None],
         "prior_precision": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "noise_variance": [Interval(Real, 0, None, closed="neither"), None],
-        "verbose": ["verbose"],
+        "verbose": ["verbose", StrOptions({"bar"})],
         "random_state": ["random_state"],
     }
 
@@ -900,7 +895,7 @@ class DPSEPRegressor(
             averaging_fraction=self.averaging_fraction,
             learn_prior=learn_prior,
             random_state=check_random_state(self.random_state),
-            verbose=self.verbose,
+            progress=self._make_progress(self.max_iter),
         )
         self._record_privacy()
         self.n_iter_ = self.max_iter

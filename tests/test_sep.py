@@ -993,11 +993,11 @@ def test_verbose_reports_each_pass(capsys):
     assert len(lines) == 3
     for i, line in enumerate(lines, start=1):
         assert re.fullmatch(
-            rf"\[DPSEPRegressor\] pass {i} of 3: factor norm [\d.]+(e[+-]\d+)?, "
-            r"epsilon spent [\d.]+(e[+-]\d+)?, [\d.]+ s",
+            rf"DPSEPRegressor: iteration {i} of 3, "
+            r"epsilon spent [\d.]+(e[+-]\d+)? of 1, elapsed [\d.]+ s, ETA [\d.]+ s",
             line,
         ), line
-    epsilons = [float(re.search(r"epsilon spent ([^,]+),", line)[1]) for line in lines]
+    epsilons = [float(re.search(r"epsilon spent (\S+) of", line)[1]) for line in lines]
     assert epsilons[0] < epsilons[1] < epsilons[2] <= 1.0
 
 

@@ -144,12 +144,22 @@ class Progress:
         return prefix + ", ".join(parts)
 
     def update(self, iteration, *, objective=None, epsilon_spent=None):
-        """Record that ``iteration`` (1-based) is done; show it if due."""
+        """Record that ``iteration`` (1-based) is done; show it if due.
+
+        ``objective`` and ``epsilon_spent`` may be callables without
+        arguments, evaluated only when they are shown (an epsilon from a
+        privacy loss distribution, or an objective that needs a pass over a
+        batch, costs more than the iteration when nothing is printed).
+        """
         now = time.perf_counter()
         if self._first is None:
             self._first = (iteration, now)
         if not self.enabled:
             return
+        if callable(objective):
+            objective = objective() if self._due(iteration) else None
+        if callable(epsilon_spent):
+            epsilon_spent = epsilon_spent() if self._due(iteration) else None
         if self._bar is not None:
             self._bar.update(iteration - self._bar.n)
             postfix = {}
@@ -160,13 +170,21 @@ class Progress:
             if postfix:
                 self._bar.set_postfix(postfix, refresh=False)
             return
-        if iteration % self._every == 0 or iteration >= self.total or (
-            iteration == self._first[0]
-        ):
+        if self._due(iteration):
             stream = sys.stdout if self.stream is None else self.stream
             print(self.line(iteration, objective, epsilon_spent, now), file=stream,
                   flush=True)
             self._last_printed = iteration
+
+    def _due(self, iteration):
+        """Whether ``iteration`` is shown (as a line, or as the bar's postfix)."""
+        if self._bar is not None:
+            return iteration % max(1, self.total // 100) == 0 or iteration >= self.total
+        return (
+            iteration % self._every == 0
+            or iteration >= self.total
+            or iteration == self._first[0]
+        )
 
     def close(self):
         """Close the bar, if any."""
