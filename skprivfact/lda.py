@@ -1,7 +1,6 @@
 """Differentially private latent Dirichlet allocation: VIPS on stochastic variational LDA."""
 
 import math
-import time
 from concurrent.futures import ThreadPoolExecutor
 from numbers import Integral, Real
 
@@ -293,11 +292,13 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         Number of threads of the E-step (the numba kernels release the GIL).
         None means 1 unless in a :obj:`joblib.parallel_backend` context; -1
         means all processors.
-    verbose : int, default=0
-        Verbosity: 1 prints one line per pass, 2 one line per iteration
-        (iteration, perplexity on the batch, epsilon spent so far, seconds).
-        The perplexity printed is computed on the private batch without noise:
-        it is for the data holder, not for release.
+    verbose : int or "bar", default=0
+        Progress in the format of every skprivfact estimator: 1 prints about
+        ten lines, 2 one per iteration (the bound per word on the batch, the
+        epsilon spent so far, elapsed time and time left); "bar" draws a tqdm
+        bar (the ``progress`` extra). The bound printed is computed on the
+        private batch without noise: it is for the data holder, not for
+        release.
     accountant : {"rdp", "pld"}, default="rdp"
         The privacy accountant: Renyi DP, or privacy loss distributions
         (tight: less noise for the same claim; needs dp-accounting).
@@ -415,7 +416,7 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         "mean_change_tol": [Interval(Real, 0, None, closed="left")],
         "max_doc_update_iter": [Interval(Integral, 1, None, closed="left")],
         "n_jobs": [None, Integral],
-        "verbose": ["verbose"],
+        "verbose": ["verbose", StrOptions({"bar"})],
         "random_state": ["random_state"],
     }
 
@@ -591,16 +592,13 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         )
         return math.exp(-bound / batch.sum())
 
-    def _print_progress(self, n_pass, batch_perplexity, start_time):
-        perplexity = "n/a" if batch_perplexity is None else f"{batch_perplexity:.2f}"
-        print(
-            self._engine.progress(
-                f"pass {n_pass} of {self.max_iter}, iteration "
-                f"{self.n_batch_iter_ - 1}: batch perplexity {perplexity}",
-                start_time,
-                time.perf_counter(),
-            ),
-            flush=True,
+    def _report(self, progress, batch_perplexity):
+        """Show the release just made: its batch's bound per word, epsilon spent."""
+        objective = None if batch_perplexity is None else -math.log(batch_perplexity)
+        progress.update(
+            self._engine.n_releases,
+            objective=objective,
+            epsilon_spent=lambda: self._engine.spent[0],
         )
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -626,17 +624,16 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         self._init_latent_vars(n_features)
         steps_per_pass = self._releases_per_pass(self.sample_rate_)
         n_jobs = effective_n_jobs(self.n_jobs)
-        start_time = time.perf_counter()
+        progress = self._make_progress(self._engine.plan.n_releases)
         with ThreadPoolExecutor(max_workers=n_jobs) as executor:
-            for n_pass in range(1, self.max_iter + 1):
-                for step in range(steps_per_pass):
-                    report = self.verbose >= 2 or (
-                        self.verbose == 1 and step == steps_per_pass - 1
+            for _ in range(self.max_iter):
+                for _ in range(steps_per_pass):
+                    batch_perplexity = self._em_step(
+                        X, executor, report_batch=progress.enabled
                     )
-                    batch_perplexity = self._em_step(X, executor, report_batch=report)
-                    if report:
-                        self._print_progress(n_pass, batch_perplexity, start_time)
+                    self._report(progress, batch_perplexity)
                 self.n_iter_ += 1
+        progress.close()
         self._record_privacy()
         return self
 
@@ -678,13 +675,15 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         X = self._check_counts(X, reset=first_time)
         if first_time:
             self._init_latent_vars(X.shape[1])
-        start_time = time.perf_counter()
         n_jobs = effective_n_jobs(self.n_jobs)
+        progress = self._make_progress(self._engine.plan.n_releases)
         with ThreadPoolExecutor(max_workers=n_jobs) as executor:
-            batch_perplexity = self._em_step(X, executor, report_batch=self.verbose > 0)
+            batch_perplexity = self._em_step(
+                X, executor, report_batch=progress.enabled
+            )
         self._record_privacy()
-        if self.verbose:
-            self._print_progress(self.n_iter_ + 1, batch_perplexity, start_time)
+        self._report(progress, batch_perplexity)
+        progress.close()
         return self
 
     # Inference on new documents ---------------------------------------------

@@ -11,7 +11,11 @@ from scipy.linalg import blas
 from sklearn.base import ClassifierMixin, TransformerMixin, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import (
+    _check_feature_names_in,
+    check_is_fitted,
+    validate_data,
+)
 
 from .base import CentralPrivacyEstimator
 from .exceptions import PrivacyLeakWarning
@@ -680,6 +684,23 @@ class DPBayesLogReg(ClassifierMixin, TransformerMixin, CentralPrivacyEstimator):
             X = np.hstack([X, np.ones((X.shape[0], 1))])
         variance = np.einsum("ij,ij->i", X @ self.coef_covariance_, X)
         return np.column_stack([mean, np.sqrt(np.maximum(variance, 0.0))])
+
+    def get_feature_names_out(self, input_features=None):
+        """Names of the two columns of :meth:`transform`.
+
+        Parameters
+        ----------
+        input_features : array-like of str or None, default=None
+            Checked against the input features seen in :meth:`fit`; unused.
+
+        Returns
+        -------
+        feature_names_out : ndarray of str objects
+            ``["logit_mean", "logit_std"]``.
+        """
+        check_is_fitted(self)
+        _check_feature_names_in(self, input_features)
+        return np.asarray(["logit_mean", "logit_std"], dtype=object)
 
     def _log_proba(self, X):
         moments = self.transform(X)

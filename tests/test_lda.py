@@ -364,15 +364,15 @@ def test_verbose_prints_progress(corpus, capsys):
     X, _ = corpus
     DPLDA(4, epsilon=1.0, batch_size=1000, verbose=2, random_state=0).fit(X)
     lines = capsys.readouterr().out.strip().splitlines()
-    # verbose=2: one line per iteration, in the engine's format.
+    # verbose=2: one line per iteration, in the format every estimator shares.
     assert len(lines) == 3
     for i, line in enumerate(lines, start=1):
         assert re.fullmatch(
-            rf"\[DPLDA\] pass 1 of 1, iteration {i}: batch perplexity [\d.]+, "
-            r"epsilon spent [\d.]+(e[+-]\d+)?, [\d.]+ s",
+            rf"DPLDA: iteration {i} of 3, objective -[\d.]+(e[+-]\d+)?, "
+            r"epsilon spent [\d.]+(e[+-]\d+)? of 1, elapsed [\d.]+ s, ETA [\d.]+ s",
             line,
         ), line
-    epsilons = [float(re.search(r"epsilon spent ([^,]+),", line)[1]) for line in lines]
+    epsilons = [float(re.search(r"epsilon spent (\S+) of", line)[1]) for line in lines]
     assert epsilons[0] < epsilons[1] < epsilons[2] <= 1.0
 
 
