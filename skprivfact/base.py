@@ -15,6 +15,7 @@ from sklearn.utils._param_validation import Interval, Options, StrOptions
 
 from .privacy import PrivacyBudget, PrivacyEngine, plan_privacy
 from .utils._progress import Progress
+from .utils._validation import check_no_fit_params
 
 __all__ = ["LocalPrivacyEstimator", "CentralPrivacyEstimator"]
 
@@ -133,6 +134,17 @@ class CentralPrivacyEstimator(BaseEstimator):
                 "first partial_fit: the noise was planned for the old values. Call "
                 "fit to start a new model."
             )
+
+    def _refuse_fit_params(self, fit_params):
+        """``fit(**fit_params)``: refuse ``sample_weight``, saying why."""
+        check_no_fit_params(
+            self,
+            fit_params,
+            "a weight scales a record's contribution, and the noise is calibrated "
+            "to contributions of at most the declared bound: weights above 1 would "
+            "exceed it. Repeat a record to weight it (which multiplies its privacy "
+            "loss) or drop records to down-weight them.",
+        )
 
     def _make_progress(self, total):
         """The fit's progress (the one format of every estimator), of ``total`` steps."""

@@ -602,7 +602,7 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         )
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y=None):
+    def fit(self, X, y=None, **fit_params):
         """Learn the topics from the documents ``X``, spending the privacy budget.
 
         Parameters
@@ -612,12 +612,15 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
             integral values are accepted). Empty documents contribute nothing.
         y : Ignored
             Not used, present for API consistency by convention.
+        **fit_params : dict
+            None accepted: ``sample_weight`` raises a TypeError saying why.
 
         Returns
         -------
         self : object
             Fitted estimator.
         """
+        self._refuse_fit_params(fit_params)
         X = self._check_counts(X, reset=True)
         n_documents, n_features = X.shape
         self._start(n_documents)

@@ -593,7 +593,7 @@ class DPBayesLogReg(ClassifierMixin, TransformerMixin, CentralPrivacyEstimator):
         return classes
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y):
+    def fit(self, X, y, **fit_params):
         """Fit the private variational posterior.
 
         Parameters
@@ -602,12 +602,15 @@ class DPBayesLogReg(ClassifierMixin, TransformerMixin, CentralPrivacyEstimator):
             Training rows (dense). Rows longer than ``data_norm`` are clipped.
         y : array-like of shape (n_samples,)
             Binary labels, of any two values.
+        **fit_params : dict
+            None accepted: ``sample_weight`` raises a TypeError saying why.
 
         Returns
         -------
         self : DPBayesLogReg
             The fitted estimator.
         """
+        self._refuse_fit_params(fit_params)
         X, y = validate_data(
             self, X, y, dtype=[np.float64, np.float32], y_numeric=False
         )

@@ -796,7 +796,7 @@ class DPSEPRegressor(
         self.random_state = random_state
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y):
+    def fit(self, X, y, **fit_params):
         """Fit the (private) SEP posterior.
 
         Parameters
@@ -805,12 +805,15 @@ class DPSEPRegressor(
             Training inputs (dense, finite).
         y : array-like of shape (n_samples,)
             Training targets (finite).
+        **fit_params : dict
+            None accepted: ``sample_weight`` raises a TypeError saying why.
 
         Returns
         -------
         self : DPSEPRegressor
             The fitted estimator.
         """
+        self._refuse_fit_params(fit_params)
         X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True)
         X = np.asarray(X, dtype=np.float64)
         y = np.asarray(y, dtype=np.float64)

@@ -251,3 +251,21 @@ def test_compile_notice_printed_once_for_our_kernels():
         kernel(1, 2)  # already compiled: no event
         assert time.perf_counter() - start < 1.0
     assert listener.total_seconds == before
+
+
+@pytest.mark.parametrize(
+    "estimator",
+    [
+        skprivfact.DPBayesLogReg(data_norm=1.0),
+        skprivfact.DPSEPRegressor(bounds_X=(0, 10), bounds_y=(0, 1)),
+        skprivfact.DPLDA(2),
+    ],
+    ids=["DPBayesLogReg", "DPSEPRegressor", "DPLDA"],
+)
+def test_dp_estimators_refuse_sample_weight_with_the_sensitivity_reason(estimator):
+    X = np.random.RandomState(0).poisson(1.0, size=(30, 4)).astype(float)
+    y = (X[:, 0] > 1).astype(int)
+    with pytest.raises(TypeError, match="does not take sample_weight: .*declared bound"):
+        estimator.fit(X, y, sample_weight=np.ones(30))
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        estimator.fit(X, y, weights=None)
