@@ -4,6 +4,7 @@ import io
 import re
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -269,3 +270,19 @@ def test_dp_estimators_refuse_sample_weight_with_the_sensitivity_reason(estimato
         estimator.fit(X, y, sample_weight=np.ones(30))
     with pytest.raises(TypeError, match="unexpected keyword"):
         estimator.fit(X, y, weights=None)
+
+
+# --- data home -------------------------------------------------------------
+
+
+def test_get_data_home_argument_then_environment_then_default(monkeypatch, tmp_path):
+    from skprivfact.datasets import get_data_home
+
+    monkeypatch.setenv("SKPRIVFACT_DATA", str(tmp_path / "from_env"))
+    assert get_data_home(tmp_path / "given") == tmp_path / "given"
+    assert get_data_home() == tmp_path / "from_env"
+    monkeypatch.delenv("SKPRIVFACT_DATA")
+    default = get_data_home()
+    shared = Path(skprivfact.__file__).resolve().parents[1].parent / "shared" / "data"
+    assert default == (shared if shared.is_dir() else Path.home() / "skprivfact_data")
+    assert get_data_home("~/data") == Path.home() / "data"
