@@ -289,7 +289,9 @@ def _rdp_substitution_one_step(noise_multiplier, sample_rate, orders):
             + math.log(step)
             - 0.5 * math.log(2.0 * math.pi * sigma**2)
         )
-        rdp[i] = max(log_integral + _SUBSTITUTION_LOG_ALLOWANCE, 0.0) / (order - 1.0)
+        # Rounding of log-integrands of large magnitude: relative allowance.
+        allowance = _SUBSTITUTION_LOG_ALLOWANCE + 1e-13 * np.abs(log_integrand).max()
+        rdp[i] = max(log_integral + allowance, 0.0) / (order - 1.0)
     return rdp
 
 

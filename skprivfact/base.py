@@ -43,7 +43,8 @@ class CentralPrivacyEstimator(BaseEstimator):
 
     Subclasses call :meth:`_start_privacy` once per fit (before reading the
     data: it calibrates the noise and reserves the plan against ``budget``),
-    release through ``self._engine`` and end with :meth:`_record_privacy`.
+    release through ``self._engine``; ``privacy_spent_``, ``n_releases_`` and
+    ``accountant_`` read the engine.
     A subclass whose algorithm does not use the number of records when it
     uses every record in every release sets ``_full_batch_is_n_free = True``:
     its guarantee is then for adding or removing one record; otherwise it is
@@ -76,12 +77,17 @@ class CentralPrivacyEstimator(BaseEstimator):
         """Plan the fit (``max_iter`` passes), start its engine, set attributes.
 
         Returns the engine. Raises before anything is read, and before any
-        attribute is set, if the plan (or the first ``reserve`` releases)
-        would exceed ``epsilon`` or ``budget``.
+        attribute changes, if the plan (or its first ``reserve`` releases)
+        would exceed ``epsilon`` or ``budget``. Once the plan is accepted, the
+        model of an earlier fit is discarded: from here on the fitted
+        attributes and ``privacy_spent_`` describe the new model only, even if
+        the fit is interrupted.
         """
         sample_rate = self._sample_rate(batch_size, n_samples)
         n_releases = self.max_iter * self._releases_per_pass(sample_rate)
-        n_free = sample_rate == 1.0 and self._full_batch_is_n_free
+        # Only batch_size=None is free of n: batch_size >= n would be full
+        # batch for n records and subsampled for n + 1.
+        n_free = batch_size is None and self._full_batch_is_n_free
         relation = "add_remove" if n_free else "substitution"
         plan = plan_privacy(
             self.epsilon,
@@ -93,46 +99,88 @@ class CentralPrivacyEstimator(BaseEstimator):
             noise_multiplier=noise_multiplier,
             secure=self.secure,
         )
-        self._engine = PrivacyEngine(
+        engine = PrivacyEngine(
             plan,
             budget=self.budget,
             owner=type(self).__name__,
             random_state=getattr(self, "random_state", None),
             reserve=reserve,
         )
+        for name in [
+            name
+            for name in vars(self)
+            if name.endswith("_")
+            and not name.startswith("_")
+            and name not in ("n_features_in_", "feature_names_in_")
+        ]:
+            delattr(self, name)
+        self._engine = engine
         self.sample_rate_ = plan.sample_rate
         self.noise_multiplier_ = plan.noise_multiplier
         self.neighbouring_relation_ = plan.neighbouring_relation
-        self.reproducible_noise_ = self._engine.reproducible
-        self.accountant_ = self._engine.accountant
-        self._record_privacy()
-        return self._engine
+        self.reproducible_noise_ = engine.reproducible
+        return engine
+
+    @property
+    def privacy_spent_(self):
+        """``(epsilon, delta)`` spent by the releases of the current model.
+
+        Read from the accountant at every access, so it is up to date after
+        each release, also while a fit runs and after one is interrupted.
+        """
+        engine = self.__dict__.get("_engine")
+        if engine is None:
+            raise AttributeError(
+                f"{type(self).__name__} has no privacy_spent_: it is not fitted."
+            )
+        return engine.spent
+
+    @property
+    def n_releases_(self):
+        """Number of releases of the current model."""
+        engine = self.__dict__.get("_engine")
+        if engine is None:
+            raise AttributeError(f"{type(self).__name__} has no n_releases_.")
+        return engine.n_releases
+
+    @property
+    def accountant_(self):
+        """The accountant of the current model, one step per release."""
+        engine = self.__dict__.get("_engine")
+        if engine is None:
+            raise AttributeError(f"{type(self).__name__} has no accountant_.")
+        return engine.accountant
 
     def _check_plan_unchanged(self, noise_multiplier=None):
         """For ``partial_fit``: the parameters the plan was made with still hold.
 
-        Changing ``epsilon``, ``delta``, ``accountant`` or ``noise_multiplier``
-        between calls would release under a plan made for other values, for
-        example noise-free statistics accounted as noisy: refuse.
+        Changing ``epsilon``, ``delta``, ``accountant``, ``noise_multiplier``,
+        ``secure`` or ``budget`` between calls would release under a plan made
+        for other values (for example noise-free statistics accounted as
+        noisy, or releases a new budget never sees): refuse.
         """
-        plan = self._engine.plan
-        expected_sigma = (
-            0.0 if math.isinf(self.epsilon) and noise_multiplier is None else None
-        )
+        engine = self._engine
+        plan = engine.plan
         if noise_multiplier is not None:
             expected_sigma = float(noise_multiplier)
+        elif math.isinf(self.epsilon):
+            expected_sigma = 0.0
+        else:
+            expected_sigma = None  # calibrated: must still be noisy
         changed = (
             float(self.epsilon) != plan.epsilon
             or float(self.delta) != plan.delta
             or self.accountant != plan.accountant
+            or bool(self.secure) != plan.secure
+            or self.budget is not engine.budget
             or (expected_sigma is not None and expected_sigma != plan.noise_multiplier)
             or (expected_sigma is None and plan.noise_multiplier == 0.0)
         )
         if changed:
             raise ValueError(
-                "epsilon, delta, accountant or noise_multiplier changed since the "
-                "first partial_fit: the noise was planned for the old values. Call "
-                "fit to start a new model."
+                "epsilon, delta, accountant, noise_multiplier, secure or budget "
+                "changed since the first partial_fit: the noise was planned for the "
+                "old values. Call fit to start a new model."
             )
 
     def _refuse_fit_params(self, fit_params):
@@ -152,11 +200,3 @@ class CentralPrivacyEstimator(BaseEstimator):
         return Progress(
             total, verbose=self.verbose, desc=type(self).__name__, epsilon_budget=budget
         )
-
-    def _record_privacy(self):
-        """Update ``privacy_spent_`` and ``n_releases_`` from the engine."""
-        epsilon, delta = self._engine.spent
-        if self._engine.plan.noise_multiplier == 0 and self._engine.n_releases:
-            epsilon = math.inf
-        self.privacy_spent_ = (epsilon, delta)
-        self.n_releases_ = self._engine.n_releases

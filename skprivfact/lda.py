@@ -53,8 +53,8 @@ def _resample_documents(X, doc_length, rng):
         Integer counts.
     doc_length : int
         Number of tokens of every resampled document.
-    rng : RandomState instance
-        Source of the draws.
+    rng : numpy Generator
+        Source of the draws (the release's secret stream).
 
     Returns
     -------
@@ -68,7 +68,7 @@ def _resample_documents(X, doc_length, rng):
     doc_offsets = tokens_before[X.indptr[:-1]]
     doc_totals = tokens_before[X.indptr[1:]] - doc_offsets
     nonempty = np.flatnonzero(doc_totals > 0)
-    positions = rng.randint(
+    positions = rng.integers(
         0, doc_totals[nonempty][:, np.newaxis], size=(nonempty.size, doc_length)
     )
     positions += doc_offsets[nonempty][:, np.newaxis]
@@ -313,9 +313,8 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         floating-point noise can leak). Needs full batches and
         ``accountant="rdp"``; slower (pure Python, about 4e4 draws per second).
     random_state : int, RandomState instance or None, default=None
-        Seeds the initial topics and the resampling of documents, which are
-        not releases; batches and noise never come from it. The stream is
-        kept in ``random_state_`` so that :meth:`partial_fit` continues it.
+        Seeds the initial topics, which depend on no data; batches, the
+        resampling of documents and the noise never come from it.
 
     Attributes
     ----------
@@ -539,8 +538,11 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         batch = X[self._engine.sample(n_documents, sample_rate)]
         private = self._is_private
         if private:
-            # Resampling is not a release: it may use random_state.
-            batch = _resample_documents(batch, self.doc_length, self.random_state_)
+            # From the release's secret stream: how far a stored stream
+            # advanced would count the non-empty documents of the batch.
+            batch = _resample_documents(
+                batch, self.doc_length, self._engine.generator()
+            )
         doc_topic_distr, suff_stats, _ = _e_step(
             batch,
             self.exp_dirichlet_component_,
@@ -637,7 +639,6 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
                     self._report(progress, batch_perplexity)
                 self.n_iter_ += 1
         progress.close()
-        self._record_privacy()
         return self
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -684,7 +685,6 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
             batch_perplexity = self._em_step(
                 X, executor, report_batch=progress.enabled
             )
-        self._record_privacy()
         self._report(progress, batch_perplexity)
         progress.close()
         return self

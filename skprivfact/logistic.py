@@ -243,7 +243,6 @@ def _fit_vips(
     n_samples, n_weights = rows.shape
     sample_rate = engine.plan.sample_rate
     sensitivities = [data_norm / 2.0, _MAX_EXPECTED_OMEGA * data_norm**2]
-    expected_batch_size = sample_rate * n_samples
     # Noise std of each entry of one release of the second-moment total.
     second_noise_std = engine.noise_scales(sensitivities)[1] / sample_rate
     identity = np.eye(n_weights)
@@ -271,19 +270,16 @@ def _fit_vips(
             [first_sum, second_sum], sensitivities, symmetric=[False, True]
         )
 
-        # Everything below is post-processing of the release. Per-record
-        # averages over the expected batch size (a constant), scaled to the
-        # whole data set, enter running averages. The first-moment statistic
-        # does not depend on the posterior, so its releases are iid and their
-        # plain mean is the best combination; the second moment does, so its
-        # average follows the posterior with step rho_t.
-        first_total += (
-            n_samples * (noisy_first / expected_batch_size) - first_total
-        ) / iteration
+        # Everything below is post-processing of the release. Each release
+        # divided by q (a constant) estimates the total over the data set (in
+        # full batch it is the release itself, with nothing of n in it), and
+        # enters a running average. The first-moment statistic does not depend
+        # on the posterior, so its releases are iid and their plain mean is the
+        # best combination; the second moment does, so its average follows the
+        # posterior with step rho_t.
+        first_total += (noisy_first / sample_rate - first_total) / iteration
         step = (learning_offset + iteration) ** -learning_decay
-        second_total = (1.0 - step) * second_total + step * n_samples * (
-            noisy_second / expected_batch_size
-        )
+        second_total = (1.0 - step) * second_total + step * (noisy_second / sample_rate)
         noise_variance_factor = (1.0 - step) ** 2 * noise_variance_factor + step**2
         # The averaged second moment is projected onto the PSD matrices with
         # eigenvalues at least the typical spectral radius of the noise it
@@ -614,8 +610,8 @@ class DPBayesLogReg(ClassifierMixin, TransformerMixin, CentralPrivacyEstimator):
         X, y = validate_data(
             self, X, y, dtype=[np.float64, np.float32], y_numeric=False
         )
-        self.classes_ = self._check_labels(y)
-        labels = (y == self.classes_[1]).astype(np.float64)
+        classes = self._check_labels(y)
+        labels = (y == classes[1]).astype(np.float64)
         X = np.asarray(X, dtype=np.float64)
 
         if self.data_norm is None:
@@ -627,12 +623,14 @@ class DPBayesLogReg(ClassifierMixin, TransformerMixin, CentralPrivacyEstimator):
                 PrivacyLeakWarning,
             )
             largest = float(np.max(np.linalg.norm(X, axis=1)))
-            self.data_norm_ = largest if largest > 0 else 1.0
+            data_norm = largest if largest > 0 else 1.0
         else:
-            self.data_norm_ = float(self.data_norm)
+            data_norm = float(self.data_norm)
 
         n_samples = X.shape[0]
         engine = self._start_privacy(n_samples, self.batch_size)
+        self.classes_ = classes
+        self.data_norm_ = data_norm
         if self.learning_decay == "auto":
             noise_free = self.noise_multiplier_ == 0 and self.sample_rate_ == 1.0
             self.learning_decay_ = 0.0 if noise_free else _AUTO_LEARNING_DECAY
@@ -653,7 +651,6 @@ class DPBayesLogReg(ClassifierMixin, TransformerMixin, CentralPrivacyEstimator):
             progress=self._make_progress(engine.plan.n_releases),
         )
         self.n_iter_ = self.max_iter
-        self._record_privacy()
         scaling = _coef_scaling(X.shape[1], self.data_norm_, self.fit_intercept)
         coef = scaling * mean
         self.coef_covariance_ = covariance * np.outer(scaling, scaling)

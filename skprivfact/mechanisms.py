@@ -457,9 +457,10 @@ def gaussian_mechanism(
         randomness) or, for tests only, a ``random.Random``.
     secure : bool, default=False
         Draw floating-point-safe noise: each block is rounded to a grid of
-        power-of-two step and gets exact discrete Gaussian noise on that grid
-        (:func:`discrete_gaussian`), of scale ``(1 + 1e-3)`` times the
-        Gaussian's, which covers the rounding's change of sensitivity. Its
+        power-of-two step at most ``1e-3 * sensitivity / sqrt(size)`` and gets
+        exact discrete Gaussian noise on that grid (:func:`discrete_gaussian`),
+        of scale ``(1 + 1e-3)`` times the Gaussian's: the rounding moves the
+        block's sensitivity by at most ``1e-3`` of itself, which that covers. Its
         Renyi DP is at most the continuous Gaussian's (Canonne, Kamath and
         Steinke, 2020, Theorems 4 and 14), so the RDP accountant's full-batch
         bound holds.
@@ -521,9 +522,14 @@ def gaussian_mechanism(
             )
     if secure:
         rng = _check_secure_random_state(random_state)
+        sensitivities = _check_sensitivities(sensitivities)
         return [
-            _secure_block_noise(block, float(scale) * (1.0 + _SECURE_GRID_FRACTION), flag, rng)
-            for block, scale, flag in zip(blocks, scales, symmetric, strict=True)
+            _secure_block_noise(
+                block, float(delta), float(scale) * (1.0 + _SECURE_GRID_FRACTION), flag, rng
+            )
+            for block, delta, scale, flag in zip(
+                blocks, sensitivities, scales, symmetric, strict=True
+            )
         ]
     rng = _check_numpy_random_state(random_state)
     noisy_blocks = []
@@ -836,23 +842,25 @@ def discrete_gaussian(sigma, size=None, *, random_state=None):
     return np.array(draws, dtype=np.int64).reshape(shape)
 
 
-def _secure_block_noise(block, scale, is_symmetric, rng):
+def _secure_block_noise(block, sensitivity, scale, is_symmetric, rng):
     """Round a block to a grid of power-of-two step and add discrete Gaussian noise.
 
-    The grid step is at most ``_SECURE_GRID_FRACTION * scale / sqrt(size)``:
-    rounding moves the block by at most ``step * sqrt(size)`` in L2 norm, which
-    the caller covers by inflating the sensitivity by that fraction of the
-    noise scale. The output is ``step * (rounded integers + noise)``, exact in
-    float64 (a power of two times an integer below 2**53).
+    The grid step is at most ``_SECURE_GRID_FRACTION * sensitivity /
+    sqrt(size)``: rounding moves a block by at most ``step * sqrt(size)`` in
+    L2 norm, so two neighbours' rounded blocks differ by at most their
+    distance plus ``_SECURE_GRID_FRACTION * sensitivity``, which the caller
+    covers by raising the noise scale by that fraction. The output is ``step *
+    (rounded integers + noise)``, exact in float64 (a power of two times an
+    integer below 2**53).
     """
     step = 2.0 ** math.floor(
-        math.log2(_SECURE_GRID_FRACTION * scale / math.sqrt(max(block.size, 1)))
+        math.log2(_SECURE_GRID_FRACTION * sensitivity / math.sqrt(max(block.size, 1)))
     )
     grid = np.rint(block / step)
-    if np.abs(grid).max(initial=0) >= 2**52:
+    if np.abs(grid).max(initial=0) >= 2**52 or scale / step >= 1e15:
         raise ValueError(
-            "A statistic is too large for the secure grid (2**52 steps); lower its "
-            "bound or use secure=False."
+            "A statistic or its noise is too large for the secure grid (2**52 "
+            "steps); lower its bound or use secure=False."
         )
     if is_symmetric:
         n = block.shape[0]

@@ -162,8 +162,9 @@ class PrivacyBudget:
     Attributes
     ----------
     charges : list of tuple
-        ``(owner, noise_multiplier, sample_rate, steps)`` for each run of
-        releases charged, in order.
+        ``(fit, noise_multiplier, sample_rate, steps)`` for each run of
+        releases charged, in order; ``fit`` names the estimator class and the
+        fit's number ("DPLDA #3").
 
     Examples
     --------
@@ -238,6 +239,12 @@ class PrivacyBudget:
                 "would not reach the original. Fit with n_jobs=1 or the "
                 "threading backend."
             )
+        if plan.secure and self.accountant != "rdp":
+            raise ValueError(
+                "A secure=True fit cannot charge a budget composed with "
+                f'accountant={self.accountant!r}: the discrete Gaussian is covered by '
+                'the RDP bound only. Use PrivacyBudget(..., accountant="rdp").'
+            )
         if plan.delta > self.delta:
             raise ValueError(
                 f"The estimator's delta={plan.delta!r} exceeds the budget's "
@@ -272,6 +279,7 @@ class PrivacyBudget:
                     f"{self.n_fits} fit(s) so far)."
                 )
             self.n_fits += 1
+            return self.n_fits
 
     def _charge(self, plan, owner, sample_rate):
         """Record one release; refuse it if it would exceed the budget."""
@@ -443,13 +451,25 @@ class PrivacyEngine:
         Whether the releases draw from :func:`reproducible_noise`'s stream.
     """
 
-    def __init__(self, plan, *, budget=None, owner="", random_state=None, reserve=None):
+    def __init__(
+        self,
+        plan,
+        *,
+        budget=None,
+        owner="",
+        random_state=None,
+        reserve=None,
+    ):
         self.plan = plan
         self.budget = budget
         self.owner = owner
         self.accountant = make_accountant(plan.accountant, plan.neighbouring_relation)
         self.n_releases = 0
         reserve = plan.n_releases if reserve is None else int(reserve)
+        # Releases checked against epsilon here; later ones are checked one by
+        # one (a calibrated plan meets epsilon for all its releases, a given
+        # noise multiplier only for those checked).
+        self._verified = reserve
         if not math.isinf(plan.epsilon):
             # A calibrated plan meets its epsilon by construction; a given
             # noise multiplier may not.
@@ -467,6 +487,14 @@ class PrivacyEngine:
                 )
         self._testing_stream = _testing_stream(random_state)
         self.reproducible = self._testing_stream is not None
+        if (
+            self._testing_stream is None
+            and plan.noise_multiplier == 0
+            and isinstance(random_state, numbers.Integral)
+        ):
+            # No noise, no privacy claimed (epsilon is infinite): the batches
+            # follow random_state, as any scikit-learn estimator's would.
+            self._testing_stream = np.random.SeedSequence(int(random_state))
         if self.reproducible:
             warnings.warn(
                 f"{owner or 'This fit'} runs inside reproducible_noise(): its "
@@ -475,11 +503,22 @@ class PrivacyEngine:
                 ReproducibleNoiseWarning,
                 stacklevel=3,
             )
+        self._charge_label = owner
         if budget is not None:
-            budget._reserve(plan, owner, reserve)
+            self._charge_label = f"{owner} #{budget._reserve(plan, owner, reserve)}"
 
-    def _generator(self):
-        """A fresh generator for one release: OS entropy, or the testing stream."""
+    def generator(self):
+        """A fresh generator for the randomness of one release.
+
+        Operating-system entropy; the testing stream inside
+        :func:`reproducible_noise`; or, for a plan without noise (no privacy
+        claimed), a stream seeded by an integer ``random_state``. Use it for anything a release draws
+        (batches, noise, resampling of records): nothing of it is stored.
+
+        Returns
+        -------
+        rng : numpy.random.Generator
+        """
         if self._testing_stream is None:
             # default_rng() seeds a new SeedSequence with 128 bits from the
             # operating system (the secrets module).
@@ -518,7 +557,7 @@ class PrivacyEngine:
         rate = self.plan.sample_rate if sample_rate is None else sample_rate
         if rate >= 1.0:
             return np.arange(n_samples)
-        rng = self._generator()
+        rng = self.generator()
         size = rng.binomial(n_samples, rate)
         # An O(batch) draw of a uniform subset of that size.
         return np.sort(rng.choice(n_samples, size=size, replace=False))
@@ -526,7 +565,7 @@ class PrivacyEngine:
     def _check_step(self, sample_rate):
         plan = self.plan
         within_plan = (
-            self.n_releases < plan.n_releases and sample_rate == plan.sample_rate
+            self.n_releases < self._verified and sample_rate == plan.sample_rate
         )
         if not math.isinf(plan.epsilon) and not within_plan:
             trial = self.accountant.copy().compose(plan.noise_multiplier, sample_rate, 1)
@@ -591,9 +630,14 @@ class PrivacyEngine:
         rate = self.plan.sample_rate if sample_rate is None else _check_sample_rate(
             sample_rate
         )
+        if self.plan.secure and rate < 1.0:
+            raise ValueError(
+                "secure=True needs full-batch releases; this release samples at "
+                f"rate {rate!r} (was batch_size changed since the plan was made?)."
+            )
         self._check_step(rate)
         if self.budget is not None:
-            self.budget._charge(self.plan, self.owner, rate)
+            self.budget._charge(self.plan, self._charge_label, rate)
         sigma = self.plan.noise_multiplier
         if sigma > 0:
             secure = self.plan.secure
@@ -602,7 +646,7 @@ class PrivacyEngine:
                 sensitivities,
                 sigma,
                 symmetric=symmetric,
-                random_state=self._secure_generator() if secure else self._generator(),
+                random_state=self._secure_generator() if secure else self.generator(),
                 secure=secure,
             )
         else:

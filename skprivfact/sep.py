@@ -843,15 +843,16 @@ class DPSEPRegressor(
                     _AUTO_MLP_BATCH_SIZE, max(1, n_samples // _AUTO_MLP_ROWS_PER_UPDATE)
                 )
         if self.damping != "auto":
-            self.damping_ = float(self.damping)
+            damping = float(self.damping)
         elif private:
-            self.damping_ = min(1.0, _AUTO_PRIVATE_DAMPING_PASSES / self.max_iter)
+            damping = min(1.0, _AUTO_PRIVATE_DAMPING_PASSES / self.max_iter)
         elif self.model == "mlp":
-            self.damping_ = min(1.0, _AUTO_MLP_FULL_DAMPING_ROWS / batch_size)
+            damping = min(1.0, _AUTO_MLP_FULL_DAMPING_ROWS / batch_size)
         else:
-            self.damping_ = 1.0
+            damping = 1.0
         # Planned (and reserved against the budget) before the data are read.
         engine = self._start_privacy(n_samples, batch_size)
+        self.damping_ = damping
         if self.bounds_y is None and np.ptp(y) == 0:
             raise ValueError(
                 "y is constant: its standard deviation is 0, so it cannot be "
@@ -900,7 +901,6 @@ class DPSEPRegressor(
             random_state=check_random_state(self.random_state),
             progress=self._make_progress(self.max_iter),
         )
-        self._record_privacy()
         self.n_iter_ = self.max_iter
         self.prior_precision_ = float(model.prior_precision)
         self._model = model

@@ -195,7 +195,7 @@ def test_resampling_gives_exact_lengths_and_multinomial_counts():
     X = sp.csr_matrix(np.vstack([doc] * 4000 + [np.zeros((1, 5)), [[0, 0, 0, 0, 7.0]]]))
     doc_length = 20
     resampled = lda._resample_documents(
-        X, doc_length, np.random.RandomState(0)
+        X, doc_length, np.random.default_rng(0)
     ).toarray()
     np.testing.assert_array_equal(resampled[:4000].sum(axis=1), doc_length)
     assert np.all(resampled[:, [0, 2]] == 0)  # only words of the document
@@ -524,7 +524,7 @@ def test_duplicate_entries_are_merged_before_clipping():
 def test_resampling_very_long_documents():
     # Too many tokens for a token-to-entry table: the cumulative-count search.
     X = sp.csr_matrix(np.tile([[3e6, 0.0, 1e6]], (2000, 1)))
-    resampled = lda._resample_documents(X, 20, np.random.RandomState(0)).toarray()
+    resampled = lda._resample_documents(X, 20, np.random.default_rng(0)).toarray()
     np.testing.assert_array_equal(resampled.sum(axis=1), 20)
     assert np.all(resampled[:, 1] == 0)
     observed = resampled.sum(axis=0)[[0, 2]]

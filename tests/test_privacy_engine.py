@@ -607,7 +607,7 @@ def test_secure_releases_are_discrete_gaussian_on_a_grid(spy, monkeypatch):
     monkeypatch.setattr(mechanisms, "discrete_gaussian", recording)
     monkeypatch.setattr(
         PrivacyEngine,
-        "_generator",
+        "generator",
         lambda self: pytest.fail("floating-point noise drawn"),
     )
     estimator, data, _, _ = _logreg_case(1.0, secure=True)
@@ -624,11 +624,14 @@ def test_secure_releases_are_discrete_gaussian_on_a_grid(spy, monkeypatch):
             [(call["noisy"][i] - call["clean"][i]).ravel() for call in spy.calls]
         )
         assert abs(np.var(noise) / scale**2 - 1) < 6 * math.sqrt(2 / noise.size)
-        # Released values lie on a power-of-two grid far finer than the noise.
+        # Released values lie on a power-of-two grid fine enough that rounding
+        # moves a block by at most 1e-3 of its sensitivity (which the scale's
+        # 1e-3 covers), whatever the noise multiplier.
         size = spy.calls[0]["clean"][i].size
         step = 2.0 ** math.floor(
-            math.log2(mechanisms._SECURE_GRID_FRACTION * scale / math.sqrt(size))
+            math.log2(mechanisms._SECURE_GRID_FRACTION * sensitivity / math.sqrt(size))
         )
+        assert step * math.sqrt(size) <= mechanisms._SECURE_GRID_FRACTION * sensitivity
         released = np.concatenate([call["noisy"][i].ravel() for call in spy.calls])
         np.testing.assert_array_equal(released / step, np.rint(released / step))
     assert np.array_equal(spy.calls[0]["noisy"][1], spy.calls[0]["noisy"][1].T)
@@ -641,3 +644,83 @@ def test_secure_needs_full_batches_and_the_rdp_accountant():
     estimator, (X, y), _, _ = _logreg_case(1.0, secure=True, accountant="pld")
     with pytest.raises(ValueError, match='accountant="rdp"'):
         estimator.fit(X, y)
+
+
+# Findings of the review of the engine ------------------------------------------
+
+
+def test_no_fitted_random_stream_depends_on_the_data():
+    # Resampling draws from the release's stream: the stored random_state_
+    # (the initial topics' stream) does not count the batch's documents.
+    estimator, (X, _), _, _ = _lda_case(1.0)
+    states = []
+    for corpus in (X, np.vstack([np.zeros((1, X.shape[1]), dtype=int), X[1:]])):
+        estimator.fit(corpus)
+        states.append(estimator.random_state_.get_state()[2])
+    assert states[0] == states[1]
+
+
+def test_partial_fit_checks_every_step_of_a_given_noise_multiplier():
+    estimator, (X, _), _, _ = _lda_case(1.0)
+    estimator.set_params(noise_multiplier=12.0, max_iter=20, batch_size=1000)
+    spent = []
+    with pytest.raises(PrivacyBudgetExceededError, match="beyond the budget"):
+        for _ in range(20):
+            estimator.partial_fit(X)
+            spent.append(estimator.privacy_spent_[0])
+    assert spent and max(spent) <= 1.0
+
+
+def test_privacy_spent_follows_every_release_and_a_refit_discards_the_old_model():
+    estimator, (X, y), _, _ = _logreg_case(1.0)
+    estimator.set_params(max_iter=5)
+    estimator.fit(X, y)
+    assert estimator.privacy_spent_[0] > 0.99
+    original = PrivacyEngine.release
+    calls = []
+
+    def interrupted(engine, *args, **kwargs):
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        calls.append(1)
+        return original(engine, *args, **kwargs)
+
+    PrivacyEngine.release = interrupted
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            estimator.fit(X, y)
+    finally:
+        PrivacyEngine.release = original
+    # The old model is gone; what is left reports the two releases made.
+    assert not hasattr(estimator, "coef_")
+    assert estimator.n_releases_ == 2
+    expected = estimator.accountant_.get_epsilon(estimator.delta)
+    assert estimator.privacy_spent_[0] == expected > 0
+
+
+def test_batch_size_of_n_is_substitution_and_only_none_is_add_remove():
+    estimator, (X, y), _, _ = _logreg_case(1.0)
+    estimator.set_params(batch_size=len(X)).fit(X, y)
+    assert estimator.sample_rate_ == 1.0
+    assert estimator.neighbouring_relation_ == "substitution"
+    estimator.set_params(batch_size=None).fit(X, y)
+    assert estimator.neighbouring_relation_ == "add_remove"
+
+
+def test_secure_or_budget_changed_mid_stream_is_refused():
+    estimator, (X, _), _, _ = _lda_case(1.0, secure=True)
+    estimator.set_params(batch_size=1000, max_iter=5).partial_fit(X)
+    for change in ({"secure": False}, {"budget": PrivacyBudget(5.0, 1e-5)}):
+        trial = copy.deepcopy(estimator).set_params(**change)
+        with pytest.raises(ValueError, match="changed since the first partial_fit"):
+            trial.partial_fit(X)
+    trial = copy.deepcopy(estimator).set_params(batch_size=10)
+    with pytest.raises(ValueError, match="full-batch"):
+        trial.partial_fit(X)
+
+
+def test_a_pld_budget_refuses_secure_fits():
+    estimator, (X, y), _, _ = _logreg_case(1.0, secure=True)
+    budget = PrivacyBudget(5.0, 1e-5, accountant="pld")
+    with pytest.raises(ValueError, match="secure=True fit cannot charge"):
+        estimator.set_params(budget=budget).fit(X, y)
