@@ -10,13 +10,18 @@ import scipy.sparse as sp
 from joblib import effective_n_jobs
 from scipy.special import gammaln, psi
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin, _fit_context
-from sklearn.utils import check_random_state, gen_even_slices
+from sklearn.utils import check_random_state, gen_batches, gen_even_slices
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _num_samples, check_is_fitted
 
 from . import _lda_kernels
 from .base import CentralPrivacyEstimator
-from .utils._validation import check_count_matrix
+from .utils._validation import (
+    _check_integral,
+    _stored_values,
+    _validate,
+    _COUNT_DTYPES,
+)
 
 __all__ = ["DPLDA"]
 
@@ -406,6 +411,8 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         "clip_norm": [None, Interval(Real, 0, None, closed="neither")],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "learning_method": [StrOptions({"online", "batch"})],
+        "evaluate_every": [Integral],
         "noise_multiplier": [None, Interval(Real, 0, None, closed="left")],
         "doc_topic_prior": [None, Interval(Real, 0, None, closed="neither")],
         "topic_word_prior": [None, Interval(Real, 0, None, closed="neither")],
@@ -429,6 +436,8 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         clip_norm=None,
         batch_size=1000,
         max_iter=1,
+        learning_method="online",
+        evaluate_every=-1,
         noise_multiplier=None,
         doc_topic_prior=None,
         topic_word_prior=None,
@@ -451,6 +460,8 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         self.clip_norm = clip_norm
         self.batch_size = batch_size
         self.max_iter = max_iter
+        self.learning_method = learning_method
+        self.evaluate_every = evaluate_every
         self.noise_multiplier = noise_multiplier
         self.doc_topic_prior = doc_topic_prior
         self.topic_word_prior = topic_word_prior
@@ -468,9 +479,33 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
 
     # Input and parameters --------------------------------------------------
 
-    def _check_counts(self, X, reset):
-        """The one gateway for documents: non-negative integer counts, CSR float64."""
-        X = check_count_matrix(X, estimator=self, reset=reset, accept_sparse="csr")
+    def _check_counts(self, X, reset, integer=False):
+        """The one gateway for documents: CSR float64 of non-negative weights.
+
+        ``integer`` (private fits, which resample tokens) also requires
+        integer counts. Remembers the input's floating dtype when resetting.
+        """
+        X = _validate(X, self, reset, "csr", _COUNT_DTYPES, "X")
+        values = _stored_values(X)
+        if values.size and values.min() < 0:
+            raise ValueError(
+                "Negative values in data passed to X: it must hold non-negative "
+                f"word counts (or weights); found {values.min()!r}."
+            )
+        if integer and values.dtype.kind == "f" and values.size:
+            fractional = values != np.floor(values)
+            if np.any(fractional):
+                raise ValueError(
+                    "DPLDA with privacy resamples the tokens of every document, "
+                    "which needs integer word counts; found the non-integer value "
+                    f"{values[fractional].flat[0]!r}. Pass raw counts, or use "
+                    'epsilon=float("inf") (no noise) to fit fractional weights '
+                    "such as tf-idf."
+                )
+        _check_integral(np.rint(values) if values.dtype.kind == "f" else values,
+                        "X", "counts")
+        if reset:
+            self._dtype = np.float32 if X.dtype == np.float32 else np.float64
         X = sp.csr_matrix(X, dtype=np.float64)
         if not X.has_canonical_format:
             # A word split over duplicate entries would make a document's
@@ -484,11 +519,15 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
     def _is_private(self):
         return self.noise_multiplier is not None or not math.isinf(self.epsilon)
 
+    def _batch_size(self):
+        """The batch size of the plan: None (every document) for batch learning."""
+        return None if self.learning_method == "batch" else self.batch_size
+
     def _start(self, n_documents, reserve=None):
         """Plan the fit's releases and resolve the clipping bound."""
         self._start_privacy(
             n_documents,
-            self.batch_size,
+            self._batch_size(),
             noise_multiplier=self.noise_multiplier,
             reserve=reserve,
         )
@@ -527,16 +566,42 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
 
     # Training ---------------------------------------------------------------
 
-    def _em_step(self, X, executor, report_batch=False):
-        """One private iteration on the corpus ``X``: sample, E-step, release, M-step.
+    def _to_working_precision(self):
+        """Continue in float64 from attributes left in the input's dtype."""
+        self.components_ = np.asarray(self.components_, dtype=np.float64)
+        self.exp_dirichlet_component_ = np.asarray(
+            self.exp_dirichlet_component_, dtype=np.float64
+        )
 
-        Returns the document-only perplexity of the batch when
+    def _to_input_dtype(self):
+        """Fitted arrays in the dtype of the training input (float32 or float64)."""
+        dtype = getattr(self, "_dtype", np.float64)
+        self.components_ = self.components_.astype(dtype, copy=False)
+        self.exp_dirichlet_component_ = self.exp_dirichlet_component_.astype(
+            dtype, copy=False
+        )
+
+    # Training ---------------------------------------------------------------
+
+    def _em_step(self, X, executor, report_batch=False, rows=None):
+        """One iteration on the corpus ``X``: sample, E-step, release, M-step.
+
+        ``rows`` (non-private online fits only) is scikit-learn's next
+        consecutive mini-batch; otherwise the batch is the engine's Poisson
+        sample. Returns the document-only perplexity of the batch when
         ``report_batch`` (for ``verbose``), else None.
         """
         n_documents = X.shape[0]
-        sample_rate = self._sample_rate(self.batch_size, n_documents)
-        batch = X[self._engine.sample(n_documents, sample_rate)]
+        sample_rate = self._sample_rate(self._batch_size(), n_documents)
         private = self._is_private
+        if rows is None:
+            batch = X[self._engine.sample(n_documents, sample_rate)]
+            # The expected batch size is a constant: dividing by it (not by
+            # the drawn size) keeps the sensitivity at clip_norm / batch_size.
+            batch_scale = sample_rate * n_documents
+        else:
+            batch = X[rows]
+            batch_scale = batch.shape[0]
         if private:
             # Resampling is not a release: it may use random_state.
             batch = _resample_documents(batch, self.doc_length, self.random_state_)
@@ -551,16 +616,18 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
             effective_n_jobs(self.n_jobs),
             executor,
         )
-        # The expected batch size is a constant: dividing by it (not by the
-        # drawn size) keeps the sensitivity at clip_norm / batch_size.
-        expected_batch_size = sample_rate * n_documents
         (mean_stats,) = self._engine.release(
-            [suff_stats / expected_batch_size],
-            [self.clip_norm_ / expected_batch_size],
+            [suff_stats / batch_scale],
+            [self.clip_norm_ / batch_scale],
             sample_rate=sample_rate,
         )
 
-        weight = (self.learning_offset + self.n_batch_iter_) ** (-self.learning_decay)
+        if self.learning_method == "batch":
+            weight = 1.0
+        else:
+            weight = (self.learning_offset + self.n_batch_iter_) ** (
+                -self.learning_decay
+            )
         if private and self.floor_negatives == "running_average":
             # Post-processing: average the raw releases, then floor the
             # average at the prior, as no posterior parameter is below it.
@@ -586,20 +653,12 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
 
         if not report_batch or batch.shape[0] == 0:
             return None
-        bound = self._approx_bound(
-            batch, doc_topic_distr, include_topic_word_bound=False
-        )
+        bound = self._approx_bound(batch, doc_topic_distr)
         return math.exp(-bound / batch.sum())
 
-    def _print_progress(self, n_pass, batch_perplexity, start_time):
-        perplexity = "n/a" if batch_perplexity is None else f"{batch_perplexity:.2f}"
+    def _print_progress(self, message, start_time):
         print(
-            self._engine.progress(
-                f"pass {n_pass} of {self.max_iter}, iteration "
-                f"{self.n_batch_iter_ - 1}: batch perplexity {perplexity}",
-                start_time,
-                time.perf_counter(),
-            ),
+            self._engine.progress(message, start_time, time.perf_counter()),
             flush=True,
         )
 
@@ -610,8 +669,10 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         Parameters
         ----------
         X : {array-like, sparse matrix} of shape (n_samples, n_features)
-            Document-word counts (non-negative integers; float arrays with
-            integral values are accepted). Empty documents contribute nothing.
+            Document-word counts: non-negative integers (float arrays with
+            integral values are accepted) when private; any non-negative
+            weights (for example tf-idf) when not. Empty documents contribute
+            nothing.
         y : Ignored
             Not used, present for API consistency by convention.
 
@@ -620,35 +681,71 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         self : object
             Fitted estimator.
         """
-        X = self._check_counts(X, reset=True)
+        private = self._is_private
+        X = self._check_counts(X, reset=True, integer=private)
         n_documents, n_features = X.shape
         self._start(n_documents)
         self._init_latent_vars(n_features)
-        steps_per_pass = self._releases_per_pass(self.sample_rate_)
+        self.n_documents_ = n_documents
+        # Without privacy, online learning takes scikit-learn's consecutive
+        # mini-batches (every document once per pass); private fits need the
+        # engine's secret Poisson batches for the accountant's amplification.
+        sequential = not private and self.learning_method == "online"
+        if sequential:
+            slices = list(gen_batches(n_documents, self.batch_size))
+            steps_per_pass = len(slices)
+        else:
+            steps_per_pass = self._releases_per_pass(self.sample_rate_)
         n_jobs = effective_n_jobs(self.n_jobs)
         start_time = time.perf_counter()
         with ThreadPoolExecutor(max_workers=n_jobs) as executor:
             for n_pass in range(1, self.max_iter + 1):
                 for step in range(steps_per_pass):
-                    report = self.verbose >= 2 or (
-                        self.verbose == 1 and step == steps_per_pass - 1
+                    report = self.verbose >= 2
+                    batch_perplexity = self._em_step(
+                        X,
+                        executor,
+                        report_batch=report,
+                        rows=slices[step] if sequential else None,
                     )
-                    batch_perplexity = self._em_step(X, executor, report_batch=report)
                     if report:
-                        self._print_progress(n_pass, batch_perplexity, start_time)
+                        value = (
+                            "n/a"
+                            if batch_perplexity is None
+                            else f"{batch_perplexity:.2f}"
+                        )
+                        self._print_progress(
+                            f"pass {n_pass} of {self.max_iter}, iteration "
+                            f"{self.n_batch_iter_ - 1}: batch perplexity {value}",
+                            start_time,
+                        )
+                evaluate = self.evaluate_every > 0 and n_pass % self.evaluate_every == 0
+                if evaluate:
+                    perplexity = self._perplexity_precomp_distr(X)
+                if self.verbose:
+                    message = f"iteration: {n_pass} of max_iter: {self.max_iter}"
+                    if evaluate:
+                        message += f", perplexity: {perplexity:.4f}"
+                    self._print_progress(message, start_time)
                 self.n_iter_ += 1
+        if not private:
+            # The training perplexity, as scikit-learn stores it; a private
+            # fit does not store it (it is computed from X without noise).
+            self.bound_ = self._perplexity_precomp_distr(X)
+        self._to_input_dtype()
         self._record_privacy()
         return self
 
     @_fit_context(prefer_skip_nested_validation=True)
     def partial_fit(self, X, y=None):
-        """Take one private iteration on the corpus ``X``, spending cumulatively.
+        """Take one iteration on the corpus ``X``, spending cumulatively.
 
         Each call draws one Poisson batch from ``X`` (rate ``batch_size /
-        n_samples``) and releases one noisy statistic: one accountant step.
-        The first call (when not fitted) calibrates the noise for ``max_iter``
-        passes over ``X``. Before ``X`` is read, the call checks that the step
-        keeps the total within ``epsilon``.
+        n_samples``; every document with ``learning_method="batch"``) and
+        releases one noisy statistic: one accountant step. The first call
+        (when not fitted) calibrates the noise for ``max_iter`` passes over
+        ``X``. Before ``X`` is read, the call checks that the step keeps the
+        total within ``epsilon``.
 
         Parameters
         ----------
@@ -674,17 +771,25 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
             self._start(n_documents, reserve=1)
         else:
             self._check_plan_unchanged(self.noise_multiplier)
-            self._engine.check_next(self._sample_rate(self.batch_size, n_documents))
-        X = self._check_counts(X, reset=first_time)
+            self._engine.check_next(self._sample_rate(self._batch_size(), n_documents))
+        X = self._check_counts(X, reset=first_time, integer=self._is_private)
         if first_time:
             self._init_latent_vars(X.shape[1])
+        else:
+            self._to_working_precision()
+        self.n_documents_ = n_documents
         start_time = time.perf_counter()
         n_jobs = effective_n_jobs(self.n_jobs)
         with ThreadPoolExecutor(max_workers=n_jobs) as executor:
             batch_perplexity = self._em_step(X, executor, report_batch=self.verbose > 0)
+        self._to_input_dtype()
         self._record_privacy()
         if self.verbose:
-            self._print_progress(self.n_iter_ + 1, batch_perplexity, start_time)
+            value = "n/a" if batch_perplexity is None else f"{batch_perplexity:.2f}"
+            self._print_progress(
+                f"iteration {self.n_batch_iter_ - 1}: batch perplexity {value}",
+                start_time,
+            )
         return self
 
     # Inference on new documents ---------------------------------------------
@@ -692,7 +797,7 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
     def _unnormalized_transform(self, X):
         doc_topic_distr, _, _ = _e_step(
             X,
-            self.exp_dirichlet_component_,
+            np.asarray(self.exp_dirichlet_component_, dtype=np.float64),
             self.doc_topic_prior_,
             self.max_doc_update_iter,
             self.mean_change_tol,
@@ -708,7 +813,7 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         Parameters
         ----------
         X : {array-like, sparse matrix} of shape (n_samples, n_features)
-            Document-word counts.
+            Document-word counts (or non-negative weights).
         normalize : bool, default=True
             Whether to normalise each row to sum to 1 (else the variational
             Dirichlet parameters are returned).
@@ -716,14 +821,15 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         Returns
         -------
         doc_topic_distr : ndarray of shape (n_samples, n_components)
-            The document-topic distributions.
+            The document-topic distributions, float32 for float32 input.
         """
         check_is_fitted(self)
+        dtype = np.float32 if getattr(X, "dtype", None) == np.float32 else np.float64
         X = self._check_counts(X, reset=False)
         doc_topic_distr = self._unnormalized_transform(X)
         if normalize:
             doc_topic_distr /= doc_topic_distr.sum(axis=1)[:, np.newaxis]
-        return doc_topic_distr
+        return doc_topic_distr.astype(dtype, copy=False)
 
     def fit_transform(self, X, y=None, *, normalize=True):
         """Fit to ``X``, then return its document-topic distributions.
@@ -748,15 +854,17 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         """
         return self.fit(X, y).transform(X, normalize=normalize)
 
-    def _approx_bound(self, X, doc_topic_distr, include_topic_word_bound=True):
+    def _approx_bound(self, X, doc_topic_distr, include_topic_word_bound=False,
+                      doc_ratio=1.0):
         """The variational lower bound of log p(X), as scikit-learn's LDA computes it.
 
         The document part is E[log p(words, theta | beta)] - E[log q(theta)]
-        summed over the documents; the topic-word part is
-        E[log p(beta | eta) - log q(beta | lambda)], included when asked.
+        summed over the documents (times ``doc_ratio``); the topic-word part
+        is E[log p(beta | eta) - log q(beta | lambda)], included when asked.
         """
+        components = np.asarray(self.components_, dtype=np.float64)
         dirichlet_doc_topic = _dirichlet_expectation_2d(doc_topic_distr)
-        dirichlet_component = _dirichlet_expectation_2d(self.components_)
+        dirichlet_component = _dirichlet_expectation_2d(components)
         indptr, indices, data = _csr_arrays(X)
         score = _lda_kernels.doc_log_likelihood_bound(
             indptr,
@@ -773,20 +881,22 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
             dirichlet_doc_topic,
             self.n_components,
         )
+        score *= doc_ratio
         if include_topic_word_bound:
             score += _dirichlet_bound_term(
                 self.topic_word_prior_,
-                self.components_,
+                components,
                 dirichlet_component,
-                self.components_.shape[1],
+                components.shape[1],
             )
         return score
 
-    def score(self, X, y=None):
+    def score(self, X, y=None, *, include_topic_word_bound=False):
         """Approximate log-likelihood bound of ``X`` (higher is better).
 
-        As scikit-learn's ``LatentDirichletAllocation.score``: the variational
-        bound including the topic-word term.
+        The document-only variational bound by default; with
+        ``include_topic_word_bound=True`` the bound of scikit-learn's
+        ``LatentDirichletAllocation.score`` (see :meth:`perplexity`).
 
         Parameters
         ----------
@@ -794,6 +904,8 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
             Document-word counts.
         y : Ignored
             Not used, present for API consistency by convention.
+        include_topic_word_bound : bool, default=False
+            Whether to add the topic-word term E[log p(beta) - log q(beta)].
 
         Returns
         -------
@@ -802,21 +914,57 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         """
         check_is_fitted(self)
         X = self._check_counts(X, reset=False)
-        return self._approx_bound(X, self._unnormalized_transform(X))
+        return self._approx_bound(
+            X,
+            self._unnormalized_transform(X),
+            include_topic_word_bound=include_topic_word_bound,
+        )
 
-    def perplexity(self, X, *, include_topic_word_bound=True):
+    def _perplexity_precomp_distr(
+        self, X, doc_topic_distr=None, sub_sampling=False, include_topic_word_bound=False
+    ):
+        """Perplexity of the validated ``X`` given its ``doc_topic_distr``."""
+        if doc_topic_distr is None:
+            doc_topic_distr = self._unnormalized_transform(X)
+        else:
+            n_samples, n_components = doc_topic_distr.shape
+            if n_samples != _num_samples(X):
+                raise ValueError(
+                    "Number of samples in X and doc_topic_distr do not match."
+                )
+            if n_components != self.n_components:
+                raise ValueError("Number of topics does not match.")
+        doc_ratio = self.n_documents_ / X.shape[0] if sub_sampling else 1.0
+        bound = self._approx_bound(
+            X,
+            doc_topic_distr,
+            include_topic_word_bound=include_topic_word_bound,
+            doc_ratio=doc_ratio,
+        )
+        word_count = X.sum() * doc_ratio
+        if word_count == 0:
+            # No word to predict: the perplexity is undefined.
+            return math.nan
+        return math.exp(-bound / word_count)
+
+    def perplexity(self, X, sub_sampling=False, *, include_topic_word_bound=False):
         """Approximate perplexity of ``X``: exp(-bound / number of words).
 
         Parameters
         ----------
         X : {array-like, sparse matrix} of shape (n_samples, n_features)
             Document-word counts.
-        include_topic_word_bound : bool, default=True
+        sub_sampling : bool, default=False
+            Treat ``X`` as a sample of a corpus of ``n_documents_`` documents
+            (the training corpus's size): the document part of the bound and
+            the word count are scaled by ``n_documents_ / n_samples``. Only
+            the topic-word term is affected (the document-only perplexity is
+            the same).
+        include_topic_word_bound : bool, default=False
             Whether the bound includes the topic-word term, as scikit-learn's
-            ``perplexity`` does (its value is then comparable with
-            scikit-learn's). False gives the document-only bound, which does
-            not charge the model's own KL term to the words of ``X``: the
-            figure to compare held-out fits on.
+            ``perplexity`` does (its value is then scikit-learn's). The
+            default, the document-only bound, does not charge the model's own
+            KL term to the words of ``X``: see the Notes of the class.
 
         Returns
         -------
@@ -825,12 +973,11 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         """
         check_is_fitted(self)
         X = self._check_counts(X, reset=False)
-        bound = self._approx_bound(
+        return self._perplexity_precomp_distr(
             X,
-            self._unnormalized_transform(X),
+            sub_sampling=sub_sampling,
             include_topic_word_bound=include_topic_word_bound,
         )
-        return math.exp(-bound / X.sum())
 
     @property
     def _n_features_out(self):
@@ -841,5 +988,5 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         tags = super().__sklearn_tags__()
         tags.input_tags.positive_only = True
         tags.input_tags.sparse = True
-        tags.transformer_tags.preserves_dtype = ["float64"]
+        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
         return tags

@@ -181,10 +181,22 @@ def test_bound_matches_scikit_learn_perplexity(corpus):
     # Put scikit-learn's topics into our estimator: the bounds must agree.
     ours.components_ = reference.components_
     ours.exp_dirichlet_component_ = reference.exp_dirichlet_component_
-    assert ours.perplexity(X) == pytest.approx(reference.perplexity(X), rel=1e-9)
-    assert ours.score(X) == pytest.approx(reference.score(X), rel=1e-9)
-    # The document-only bound leaves out a negative KL term.
-    assert ours.perplexity(X, include_topic_word_bound=False) < ours.perplexity(X)
+    full = dict(include_topic_word_bound=True)
+    assert ours.perplexity(X, **full) == pytest.approx(
+        reference.perplexity(X), rel=1e-9
+    )
+    assert ours.score(X, **full) == pytest.approx(reference.score(X), rel=1e-9)
+    # The default, document-only bound leaves out a negative KL term, and
+    # perplexity and score agree on it.
+    assert ours.perplexity(X) < ours.perplexity(X, **full)
+    assert ours.perplexity(X) == pytest.approx(math.exp(-ours.score(X) / X.sum()))
+    # sub_sampling scales the document part and the word count alike: only
+    # the topic-word term changes.
+    assert ours.perplexity(X, sub_sampling=True) == pytest.approx(ours.perplexity(X))
+    half = X[: X.shape[0] // 2]
+    assert ours.perplexity(half, sub_sampling=True, **full) < ours.perplexity(
+        half, **full
+    )
 
 
 # Resampling --------------------------------------------------------------
@@ -364,16 +376,38 @@ def test_verbose_prints_progress(corpus, capsys):
     X, _ = corpus
     DPLDA(4, epsilon=1.0, batch_size=1000, verbose=2, random_state=0).fit(X)
     lines = capsys.readouterr().out.strip().splitlines()
-    # verbose=2: one line per iteration, in the engine's format.
-    assert len(lines) == 3
-    for i, line in enumerate(lines, start=1):
+    # verbose=2: one line per iteration, then scikit-learn's line per pass,
+    # in the engine's format; no training perplexity unless evaluate_every.
+    assert len(lines) == 4
+    for i, line in enumerate(lines[:3], start=1):
         assert re.fullmatch(
             rf"\[DPLDA\] pass 1 of 1, iteration {i}: batch perplexity [\d.]+, "
             r"epsilon spent [\d.]+(e[+-]\d+)?, [\d.]+ s",
             line,
         ), line
+    assert re.fullmatch(
+        r"\[DPLDA\] iteration: 1 of max_iter: 1, epsilon spent [\d.]+, [\d.]+ s",
+        lines[3],
+    ), lines[3]
     epsilons = [float(re.search(r"epsilon spent ([^,]+),", line)[1]) for line in lines]
-    assert epsilons[0] < epsilons[1] < epsilons[2] <= 1.0
+    assert epsilons[0] < epsilons[1] < epsilons[2] == epsilons[3] <= 1.0
+
+
+def test_evaluate_every_and_bound_only_without_privacy(corpus, capsys):
+    X, _ = corpus
+    est = DPLDA(
+        4, epsilon=INF, batch_size=1000, max_iter=2, evaluate_every=1, verbose=1,
+        random_state=0,
+    ).fit(X)
+    lines = capsys.readouterr().out.strip().splitlines()
+    values = [float(re.search(r"perplexity: ([\d.]+)", line)[1]) for line in lines]
+    assert len(values) == 2 and values[1] < values[0]
+    assert est.bound_ == pytest.approx(est.perplexity(X))
+    assert values[1] == pytest.approx(est.bound_, rel=1e-4)
+    # A private fit never stores the training perplexity (computed without
+    # noise from the private documents).
+    private = DPLDA(4, epsilon=1.0, batch_size=1000, evaluate_every=1).fit(X)
+    assert not hasattr(private, "bound_")
 
 
 # API ---------------------------------------------------------------------
@@ -493,13 +527,32 @@ def test_batch_size_beyond_the_corpus_uses_every_document(monkeypatch):
     np.testing.assert_array_equal(batches[0], [0, 1])
 
 
-def test_transform_rejects_bad_counts(corpus):
+def test_fractional_weights_without_privacy_only(corpus):
     X, _ = corpus
-    est = DPLDA(4, batch_size=500, random_state=0).fit(X)
-    with pytest.raises(ValueError, match="non-integer value"):
-        est.transform(X[:3] * 0.5)
+    tfidf = X.multiply(1.0 / np.log1p(np.asarray(X.sum(axis=0)) + 1.0)).tocsr()
+    # Without noise, any non-negative weights, as LatentDirichletAllocation.
+    est = DPLDA(4, epsilon=INF, batch_size=500, random_state=0).fit(tfidf)
+    assert np.isfinite(est.perplexity(tfidf))
+    # With noise, resampling draws tokens: integer counts only.
+    for params in ({"epsilon": 1.0}, {"epsilon": INF, "noise_multiplier": 1.0}):
+        with pytest.raises(ValueError, match="needs integer word counts"):
+            DPLDA(4, batch_size=500, **params).fit(tfidf)
+    # Inference on new documents releases nothing: weights are accepted.
+    private = DPLDA(4, batch_size=500, random_state=0).fit(X)
+    halves = private.transform(X[:3] * 0.5)
+    assert halves.shape == (3, 4) and np.allclose(halves.sum(axis=1), 1.0)
     with pytest.raises(ValueError, match="features"):
-        est.transform(X[:3, :10])
+        private.transform(X[:3, :10])
+
+
+def test_float32_input_gives_float32_topics(corpus):
+    X, _ = corpus
+    est64 = DPLDA(4, batch_size=500, random_state=0).fit(X)
+    est32 = DPLDA(4, batch_size=500, random_state=0).fit(X.astype(np.float32))
+    assert est32.components_.dtype == np.float32
+    assert est32.transform(X[:5].astype(np.float32)).dtype == np.float32
+    # The same computation in float64, rounded at the end.
+    np.testing.assert_allclose(est32.components_, est64.components_, rtol=1e-6)
 
 
 # The common checks feed random floats; DPLDA models integer counts and
