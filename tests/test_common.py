@@ -172,3 +172,13 @@ def test_discovery_finds_the_public_estimators():
 @parametrize_with_checks(ESTIMATORS, expected_failed_checks=expected_failed_checks)
 def test_sklearn_compatible_estimator(estimator, check):
     check(estimator)
+
+
+# Without privacy DPLDA is scikit-learn's online LDA and accepts what
+# LatentDirichletAllocation accepts, fractional weights included: every check
+# passes, none expected to fail.
+@parametrize_with_checks(
+    [skprivfact.DPLDA(epsilon=float("inf"), **FAST_PARAMS["DPLDA"])]
+)
+def test_non_private_dplda_passes_every_check(estimator, check):
+    check(estimator)

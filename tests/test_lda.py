@@ -229,6 +229,47 @@ def test_resampling_gives_exact_lengths_and_multinomial_counts():
 # Privacy -----------------------------------------------------------------
 
 
+def test_pooled_topics_floor_each_word_total_once():
+    noise_std, prior = 2.0, 0.1
+    average = np.array(
+        [
+            [50.0, -3.0, 1.0, 0.0],
+            [-1.0, -3.0, 1.0, 0.0],
+            [-1.0, -3.0, 1.0, 40.0],
+        ]
+    )
+    topics = lda._pooled_topics(average, noise_std, prior)
+    smoothing = math.sqrt(3) * noise_std
+    # Each word's mass is its total over the topics floored at zero once,
+    # plus the noise std of that total (sqrt(K) noise_std).
+    expected_totals = np.maximum(average.sum(axis=0), 0.0) + smoothing
+    np.testing.assert_allclose((topics - prior).sum(axis=0), expected_totals)
+    # A word with no signal (negative total, entries all floored) is shared
+    # evenly; a word held by one topic goes mostly to it, in proportion to
+    # the floored entries plus the noise std.
+    np.testing.assert_allclose(topics[:, 1], prior + smoothing / 3)
+    np.testing.assert_allclose(topics[:, 2], topics[0, 2])
+    np.testing.assert_allclose(
+        topics[:, 0] - prior, expected_totals[0] * np.array([52.0, 2.0, 2.0]) / 56.0
+    )
+    assert topics[2, 3] > 0.9 * (topics[:, 3] - prior).sum()
+
+
+def test_pooled_noise_variance_follows_the_step_sizes(corpus):
+    X, _ = corpus
+    est = DPLDA(
+        4, epsilon=INF, noise_multiplier=1.5, batch_size=500, max_iter=2,
+        learning_offset=3.0, random_state=0,
+    ).fit(X)
+    # Public quantities only: N sigma C / B per release, averaged with rho_t.
+    release_std = X.shape[0] * 1.5 * est.clip_norm_ / 500
+    variance = 0.0
+    for t in range(1, est.n_releases_ + 1):
+        rho = (3.0 + t) ** -0.7
+        variance = (1 - rho) ** 2 * variance + (rho * release_std) ** 2
+    assert est._noise_var == pytest.approx(variance, rel=1e-12)
+
+
 def test_given_noise_multiplier_is_used_and_reported(corpus):
     X, _ = corpus
     est = DPLDA(
@@ -335,7 +376,9 @@ def test_non_private_fit_matches_scikit_learn_held_out(corpus):
         )
 
 
-@pytest.mark.parametrize("floor_negatives", ["per_iteration", "running_average"])
+@pytest.mark.parametrize(
+    "floor_negatives", ["pooled", "per_iteration", "running_average"]
+)
 def test_private_fit_recovers_topics(floor_negatives):
     X, topics = make_lda_corpus(20000, 40, 3, mean_length=60, seed=5)
     # With the default doc_topic_prior (1 / 3) and the documents resampled
