@@ -397,9 +397,9 @@ def plug_in_unigram(train, test, epsilon, clip=2.0, smoothing=5.0, delta=1e-5):
 
 def unigram_floor(train, epsilon, delta=1e-5):
     """The private unigram floor: DPLDA without topics, one full-batch release."""
-    return DPLDA(
-        1, epsilon=epsilon, delta=delta, batch_size=None, max_iter=1
-    ).fit(train)
+    return DPLDA(1, epsilon=epsilon, delta=delta, batch_size=None, max_iter=1).fit(
+        train
+    )
 
 
 def as_topic_copies(unigram, n_topics):
@@ -422,10 +422,10 @@ def as_topic_copies(unigram, n_topics):
 def floor(epsilons=(1.0, 2.0, 4.0), repeats=3):
     n_topics = 10
     settings = [
-        dict(batch_size=1000, max_iter=1, floor_negatives="pooled"),
-        dict(batch_size=1000, max_iter=1, floor_negatives="per_iteration"),
-        dict(batch_size=400, max_iter=2, floor_negatives="pooled"),
-        dict(batch_size=400, max_iter=2, floor_negatives="per_iteration"),
+        {"batch_size": 1000, "max_iter": 1, "floor_negatives": "pooled"},
+        {"batch_size": 1000, "max_iter": 1, "floor_negatives": "per_iteration"},
+        {"batch_size": 400, "max_iter": 2, "floor_negatives": "pooled"},
+        {"batch_size": 400, "max_iter": 2, "floor_negatives": "per_iteration"},
     ]
     for name, split in REAL_CORPORA.items():
         loaded = split()

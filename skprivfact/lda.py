@@ -17,10 +17,10 @@ from sklearn.utils.validation import _num_samples, check_is_fitted
 from . import _lda_kernels
 from .base import CentralPrivacyEstimator
 from .utils._validation import (
+    _COUNT_DTYPES,
     _check_integral,
     _stored_values,
     _validate,
-    _COUNT_DTYPES,
 )
 
 __all__ = ["DPLDA"]
@@ -232,9 +232,11 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
     batch size ``q * n_documents = batch_size`` (a constant, so the
     sensitivity is ``clip_norm / batch_size`` whatever the data) and released
     with Gaussian noise of standard deviation ``noise_multiplier * clip_norm /
-    batch_size`` on every entry; negative entries are then set to zero
-    (post-processing; see ``floor_negatives``). This is the VIPS algorithm
-    of Park et al. (2020). The
+    batch_size`` on every entry (``learning_method="batch"``: every document,
+    ``q = 1``). The topics are computed from the noisy statistics alone, with
+    the public noise scale, by post-processing that costs no privacy
+    (``floor_negatives``: how negative noisy counts are handled). This is
+    the VIPS algorithm of Park et al. (2020). The
     per-document variational parameters never leave the E-step. Batches and
     noise come from the operating system's entropy, a fresh stream per
     release (:class:`~skprivfact.privacy.PrivacyEngine`), so neither
@@ -243,7 +245,9 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
     Gaussian mechanism per iteration, and ``privacy_spent_`` reports its
     epsilon; a :class:`~skprivfact.privacy.PrivacyBudget` passed as
     ``budget`` is charged too. The guarantee rests on ``clip_norm`` alone,
-    not on the data; the number of documents and the vocabulary are public.
+    not on the data; the number of documents (``n_documents_``) and the
+    vocabulary are public. Resampling needs integer counts: with noise,
+    fractional weights are refused.
     The printed progress of
     ``verbose`` (the batch perplexity, and the training perplexity every
     ``evaluate_every`` passes) is computed on the private documents without
@@ -601,8 +605,9 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
                     'epsilon=float("inf") (no noise) to fit fractional weights '
                     "such as tf-idf."
                 )
-        _check_integral(np.rint(values) if values.dtype.kind == "f" else values,
-                        "X", "counts")
+        _check_integral(
+            np.rint(values) if values.dtype.kind == "f" else values, "X", "counts"
+        )
         if reset:
             self._dtype = np.float32 if X.dtype == np.float32 else np.float64
         X = sp.csr_matrix(X, dtype=np.float64)
@@ -970,8 +975,9 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         """
         return self.fit(X, y).transform(X, normalize=normalize)
 
-    def _approx_bound(self, X, doc_topic_distr, include_topic_word_bound=False,
-                      doc_ratio=1.0):
+    def _approx_bound(
+        self, X, doc_topic_distr, include_topic_word_bound=False, doc_ratio=1.0
+    ):
         """The variational lower bound of log p(X), as scikit-learn's LDA computes it.
 
         The document part is E[log p(words, theta | beta)] - E[log q(theta)]
@@ -1037,7 +1043,11 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         )
 
     def _perplexity_precomp_distr(
-        self, X, doc_topic_distr=None, sub_sampling=False, include_topic_word_bound=False
+        self,
+        X,
+        doc_topic_distr=None,
+        sub_sampling=False,
+        include_topic_word_bound=False,
     ):
         """Perplexity of the validated ``X`` given its ``doc_topic_distr``."""
         if doc_topic_distr is None:

@@ -1,9 +1,9 @@
 """Tests of DPLDA and its kernels."""
 
 import math
-from fractions import Fraction
 import pickle
 import re
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -181,7 +181,7 @@ def test_bound_matches_scikit_learn_perplexity(corpus):
     # Put scikit-learn's topics into our estimator: the bounds must agree.
     ours.components_ = reference.components_
     ours.exp_dirichlet_component_ = reference.exp_dirichlet_component_
-    full = dict(include_topic_word_bound=True)
+    full = {"include_topic_word_bound": True}
     assert ours.perplexity(X, **full) == pytest.approx(
         reference.perplexity(X), rel=1e-9
     )
@@ -258,8 +258,13 @@ def test_pooled_topics_floor_each_word_total_once():
 def test_pooled_noise_variance_follows_the_step_sizes(corpus):
     X, _ = corpus
     est = DPLDA(
-        4, epsilon=INF, noise_multiplier=1.5, batch_size=500, max_iter=2,
-        learning_offset=3.0, random_state=0,
+        4,
+        epsilon=INF,
+        noise_multiplier=1.5,
+        batch_size=500,
+        max_iter=2,
+        learning_offset=3.0,
+        random_state=0,
     ).fit(X)
     # Public quantities only: N sigma C / B per release, averaged with rho_t.
     release_std = X.shape[0] * 1.5 * est.clip_norm_ / 500
@@ -439,7 +444,12 @@ def test_verbose_prints_progress(corpus, capsys):
 def test_evaluate_every_and_bound_only_without_privacy(corpus, capsys):
     X, _ = corpus
     est = DPLDA(
-        4, epsilon=INF, batch_size=1000, max_iter=2, evaluate_every=1, verbose=1,
+        4,
+        epsilon=INF,
+        batch_size=1000,
+        max_iter=2,
+        evaluate_every=1,
+        verbose=1,
         random_state=0,
     ).fit(X)
     lines = capsys.readouterr().out.strip().splitlines()

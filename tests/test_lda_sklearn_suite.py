@@ -32,6 +32,9 @@ Differences, each forced by privacy or by the substitution itself:
   pytest-run-parallel are removed.
 """
 
+# The test bodies are kept as scikit-learn wrote them.
+# ruff: noqa: C415
+
 import sys
 from io import StringIO
 
