@@ -1,4 +1,4 @@
-"""Corpora of the LDA benchmark script: KOS and a synthetic LDA corpus."""
+"""Corpora of the LDA benchmark script: KOS, SOTU and a synthetic LDA corpus."""
 
 import numpy as np
 import scipy.sparse as sp
@@ -6,6 +6,7 @@ import scipy.sparse as sp
 from skprivfact.datasets import get_data_home
 
 KOS_DIR = get_data_home() / "kos"
+SOTU_DIR = get_data_home() / "sotu"
 
 
 def load_kos():
@@ -25,6 +26,37 @@ def load_kos():
     )
     vocabulary = np.array((KOS_DIR / "vocab.kos.txt").read_text().split())
     return X, vocabulary
+
+
+def load_sotu():
+    """State of the Union paragraphs as a (9736, 5000) CSR count matrix and the vocabulary.
+
+    Returns None when ../shared/data/sotu is absent. 24 rows are empty.
+    """
+    path = SOTU_DIR / "sotu_counts_csr.npz"
+    if not path.exists():
+        return None
+    X = sp.load_npz(path).astype(np.float64).tocsr()
+    vocabulary = np.array((SOTU_DIR / "sotu_vocab.txt").read_text().split())
+    return X, vocabulary
+
+
+def sotu_split(n_train=4000, n_test=1000, seed=0):
+    """4000 training and 1000 held-out SOTU paragraphs, drawn at random (seed 0)."""
+    loaded = load_sotu()
+    if loaded is None:
+        return None
+    X = loaded[0]
+    order = np.random.RandomState(seed).permutation(X.shape[0])
+    return X[order[n_test : n_test + n_train]], X[order[:n_test]]
+
+
+def kos_split():
+    """KOS: 3087 training and 343 held-out documents (90/10, seed 0)."""
+    loaded = load_kos()
+    if loaded is None:
+        return None
+    return split_documents(loaded[0])
 
 
 def split_documents(X, test_fraction=0.1, seed=0):

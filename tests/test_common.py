@@ -135,3 +135,13 @@ def test_sklearn_compatible_estimator(estimator, check):
         if reason is None:
             raise
         pytest.xfail(reason)
+
+
+# Without privacy DPLDA is scikit-learn's online LDA and accepts what
+# LatentDirichletAllocation accepts, fractional weights included: every check
+# passes, none expected to fail.
+@parametrize_with_checks(
+    [skprivfact.DPLDA(epsilon=float("inf"), **FAST_PARAMS["DPLDA"])]
+)
+def test_non_private_dplda_passes_every_check(estimator, check):
+    check(estimator)

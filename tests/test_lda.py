@@ -1,9 +1,9 @@
 """Tests of DPLDA and its kernels."""
 
 import math
-from fractions import Fraction
 import pickle
 import re
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -181,10 +181,22 @@ def test_bound_matches_scikit_learn_perplexity(corpus):
     # Put scikit-learn's topics into our estimator: the bounds must agree.
     ours.components_ = reference.components_
     ours.exp_dirichlet_component_ = reference.exp_dirichlet_component_
-    assert ours.perplexity(X) == pytest.approx(reference.perplexity(X), rel=1e-9)
-    assert ours.score(X) == pytest.approx(reference.score(X), rel=1e-9)
-    # The document-only bound leaves out a negative KL term.
-    assert ours.perplexity(X, include_topic_word_bound=False) < ours.perplexity(X)
+    full = {"include_topic_word_bound": True}
+    assert ours.perplexity(X, **full) == pytest.approx(
+        reference.perplexity(X), rel=1e-9
+    )
+    assert ours.score(X, **full) == pytest.approx(reference.score(X), rel=1e-9)
+    # The default, document-only bound leaves out a negative KL term, and
+    # perplexity and score agree on it.
+    assert ours.perplexity(X) < ours.perplexity(X, **full)
+    assert ours.perplexity(X) == pytest.approx(math.exp(-ours.score(X) / X.sum()))
+    # sub_sampling scales the document part and the word count alike: only
+    # the topic-word term changes.
+    assert ours.perplexity(X, sub_sampling=True) == pytest.approx(ours.perplexity(X))
+    half = X[: X.shape[0] // 2]
+    assert ours.perplexity(half, sub_sampling=True, **full) < ours.perplexity(
+        half, **full
+    )
 
 
 # Resampling --------------------------------------------------------------
@@ -215,6 +227,52 @@ def test_resampling_gives_exact_lengths_and_multinomial_counts():
 
 
 # Privacy -----------------------------------------------------------------
+
+
+def test_pooled_topics_floor_each_word_total_once():
+    noise_std, prior = 2.0, 0.1
+    average = np.array(
+        [
+            [50.0, -3.0, 1.0, 0.0],
+            [-1.0, -3.0, 1.0, 0.0],
+            [-1.0, -3.0, 1.0, 40.0],
+        ]
+    )
+    topics = lda._pooled_topics(average, noise_std, prior)
+    smoothing = math.sqrt(3) * noise_std
+    # Each word's mass is its total over the topics floored at zero once,
+    # plus the noise std of that total (sqrt(K) noise_std).
+    expected_totals = np.maximum(average.sum(axis=0), 0.0) + smoothing
+    np.testing.assert_allclose((topics - prior).sum(axis=0), expected_totals)
+    # A word with no signal (negative total, entries all floored) is shared
+    # evenly; a word held by one topic goes mostly to it, in proportion to
+    # the floored entries plus the noise std.
+    np.testing.assert_allclose(topics[:, 1], prior + smoothing / 3)
+    np.testing.assert_allclose(topics[:, 2], topics[0, 2])
+    np.testing.assert_allclose(
+        topics[:, 0] - prior, expected_totals[0] * np.array([52.0, 2.0, 2.0]) / 56.0
+    )
+    assert topics[2, 3] > 0.9 * (topics[:, 3] - prior).sum()
+
+
+def test_pooled_noise_variance_follows_the_step_sizes(corpus):
+    X, _ = corpus
+    est = DPLDA(
+        4,
+        epsilon=INF,
+        noise_multiplier=1.5,
+        batch_size=500,
+        max_iter=2,
+        learning_offset=3.0,
+        random_state=0,
+    ).fit(X)
+    # Public quantities only: N sigma C / B per release, averaged with rho_t.
+    release_std = X.shape[0] * 1.5 * est.clip_norm_ / 500
+    variance = 0.0
+    for t in range(1, est.n_releases_ + 1):
+        rho = (3.0 + t) ** -0.7
+        variance = (1 - rho) ** 2 * variance + (rho * release_std) ** 2
+    assert est._noise_var == pytest.approx(variance, rel=1e-12)
 
 
 def test_given_noise_multiplier_is_used_and_reported(corpus):
@@ -323,7 +381,9 @@ def test_non_private_fit_matches_scikit_learn_held_out(corpus):
         )
 
 
-@pytest.mark.parametrize("floor_negatives", ["per_iteration", "running_average"])
+@pytest.mark.parametrize(
+    "floor_negatives", ["pooled", "per_iteration", "running_average"]
+)
 def test_private_fit_recovers_topics(floor_negatives):
     X, topics = make_lda_corpus(20000, 40, 3, mean_length=60, seed=5)
     # With the default doc_topic_prior (1 / 3) and the documents resampled
@@ -362,18 +422,41 @@ def test_n_jobs_does_not_change_the_fit(corpus):
 
 def test_verbose_prints_progress(corpus, capsys):
     X, _ = corpus
-    DPLDA(4, epsilon=1.0, batch_size=1000, verbose=2, random_state=0).fit(X)
+    DPLDA(4, epsilon=1.0, batch_size=1000, max_iter=3, verbose=1, random_state=0).fit(X)
     lines = capsys.readouterr().out.strip().splitlines()
-    # verbose=2: one line per iteration, in the format every estimator shares.
+    # One line per pass, in the format every estimator shares; no training
+    # perplexity unless evaluate_every asks for it.
     assert len(lines) == 3
     for i, line in enumerate(lines, start=1):
         assert re.fullmatch(
-            rf"DPLDA: iteration {i} of 3, objective -[\d.]+(e[+-]\d+)?, "
+            rf"DPLDA: iteration {i} of 3, "
             r"epsilon spent [\d.]+(e[+-]\d+)? of 1, elapsed [\d.]+ s, ETA [\d.]+ s",
             line,
         ), line
     epsilons = [float(re.search(r"epsilon spent (\S+) of", line)[1]) for line in lines]
     assert epsilons[0] < epsilons[1] < epsilons[2] <= 1.0
+
+
+def test_evaluate_every_and_bound_only_without_privacy(corpus, capsys):
+    X, _ = corpus
+    est = DPLDA(
+        4,
+        epsilon=INF,
+        batch_size=1000,
+        max_iter=2,
+        evaluate_every=1,
+        verbose=1,
+        random_state=0,
+    ).fit(X)
+    lines = capsys.readouterr().out.strip().splitlines()
+    values = [float(re.search(r"perplexity ([\d.]+)", line)[1]) for line in lines]
+    assert len(values) == 2 and values[1] < values[0]
+    assert est.bound_ == pytest.approx(est.perplexity(X))
+    assert values[1] == pytest.approx(est.bound_, rel=1e-4)
+    # A private fit never stores the training perplexity (computed without
+    # noise from the private documents).
+    private = DPLDA(4, epsilon=1.0, batch_size=1000, evaluate_every=1).fit(X)
+    assert not hasattr(private, "bound_")
 
 
 # API ---------------------------------------------------------------------
@@ -493,13 +576,32 @@ def test_batch_size_beyond_the_corpus_uses_every_document(monkeypatch):
     np.testing.assert_array_equal(batches[0], [0, 1])
 
 
-def test_transform_rejects_bad_counts(corpus):
+def test_fractional_weights_without_privacy_only(corpus):
     X, _ = corpus
-    est = DPLDA(4, batch_size=500, random_state=0).fit(X)
-    with pytest.raises(ValueError, match="non-integer value"):
-        est.transform(X[:3] * 0.5)
+    tfidf = X.multiply(1.0 / np.log1p(np.asarray(X.sum(axis=0)) + 1.0)).tocsr()
+    # Without noise, any non-negative weights, as LatentDirichletAllocation.
+    est = DPLDA(4, epsilon=INF, batch_size=500, random_state=0).fit(tfidf)
+    assert np.isfinite(est.perplexity(tfidf))
+    # With noise, resampling draws tokens: integer counts only.
+    for params in ({"epsilon": 1.0}, {"epsilon": INF, "noise_multiplier": 1.0}):
+        with pytest.raises(ValueError, match="needs integer word counts"):
+            DPLDA(4, batch_size=500, **params).fit(tfidf)
+    # Inference on new documents releases nothing: weights are accepted.
+    private = DPLDA(4, batch_size=500, random_state=0).fit(X)
+    halves = private.transform(X[:3] * 0.5)
+    assert halves.shape == (3, 4) and np.allclose(halves.sum(axis=1), 1.0)
     with pytest.raises(ValueError, match="features"):
-        est.transform(X[:3, :10])
+        private.transform(X[:3, :10])
+
+
+def test_float32_input_gives_float32_topics(corpus):
+    X, _ = corpus
+    est64 = DPLDA(4, batch_size=500, random_state=0).fit(X)
+    est32 = DPLDA(4, batch_size=500, random_state=0).fit(X.astype(np.float32))
+    assert est32.components_.dtype == np.float32
+    assert est32.transform(X[:5].astype(np.float32)).dtype == np.float32
+    # The same computation in float64, rounded at the end.
+    np.testing.assert_allclose(est32.components_, est64.components_, rtol=1e-6)
 
 
 # The common checks feed random floats; DPLDA models integer counts and

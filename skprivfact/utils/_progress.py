@@ -77,6 +77,8 @@ class Progress:
         The estimator's privacy budget, printed after the epsilon spent.
     stream : file-like, default=None
         Where lines and the bar go; None means ``sys.stdout``.
+    objective_name : str, default="objective"
+        What the objective printed is (for example "perplexity").
 
     Examples
     --------
@@ -91,8 +93,18 @@ class Progress:
     demo: iteration 4 of 4, objective -0.25, epsilon spent 1 of 1
     """
 
-    def __init__(self, total, *, verbose=0, desc="", epsilon_budget=None, stream=None):
+    def __init__(
+        self,
+        total,
+        *,
+        verbose=0,
+        desc="",
+        epsilon_budget=None,
+        stream=None,
+        objective_name="objective",
+    ):
         self.total = int(total)
+        self.objective_name = objective_name
         self.verbose = verbose
         self.desc = desc
         self.epsilon_budget = epsilon_budget
@@ -132,7 +144,7 @@ class Progress:
         now = time.perf_counter() if now is None else now
         parts = [f"iteration {iteration} of {self.total}"]
         if objective is not None:
-            parts.append(f"objective {objective:.6g}")
+            parts.append(f"{self.objective_name} {objective:.6g}")
         if epsilon_spent is not None:
             spent = f"epsilon spent {epsilon_spent:.3g}"
             if self.epsilon_budget is not None:
@@ -164,7 +176,7 @@ class Progress:
             self._bar.update(iteration - self._bar.n)
             postfix = {}
             if objective is not None:
-                postfix["objective"] = f"{objective:.6g}"
+                postfix[self.objective_name] = f"{objective:.6g}"
             if epsilon_spent is not None:
                 postfix["epsilon"] = f"{epsilon_spent:.3g}"
             if postfix:
