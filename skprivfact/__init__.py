@@ -12,6 +12,7 @@ from .logistic import DPBayesLogReg
 from .poisson_mf import PrivatePoissonMF
 from .preprocessing import GeometricPrivatizer
 from .sep import DPSEPRegressor
+from .sep_mixture import DPSEPGaussianMixture
 
 __version__ = "0.1.0.dev0"
 
@@ -19,6 +20,7 @@ __all__ = [
     "DPBayesLogReg",
     "DPLDA",
     "DPSEPRegressor",
+    "DPSEPGaussianMixture",
     "GeometricPrivatizer",
     "PrivatePoissonMF",
     "PrivacyLeakWarning",
