@@ -101,6 +101,7 @@ def _mixture_case(epsilon, **params):
         max_iter=1,
         damping=1.0,
         covariance=0.01,
+        batch_size=None,
         bounds_X=(-1, 1),
         random_state=0,
         **params,

@@ -43,7 +43,7 @@ def test_one_component_is_the_exact_conjugate_posterior():
     X = rng.normal(1.0, 0.7, size=(400, 3))
     prior_mean, prior_precision, variance = 0.5, 2.0, 0.49
     gm = DPSEPGaussianMixture(
-        1, epsilon=math.inf, clip_norm=None, damping=1.0, max_iter=3,
+        1, epsilon=math.inf, clip_norm=None, damping=1.0, max_iter=3, batch_size=None,
         bounds_X=(-4, 4), covariance=variance, mean_prior=prior_mean,
         mean_precision_prior=prior_precision, random_state=0,
     ).fit(X)
