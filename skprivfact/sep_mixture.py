@@ -36,9 +36,9 @@ __all__ = ["DPSEPGaussianMixture"]
 # optimum (F-norm against the true means above 1) from 3 of 12 to 0 without
 # noise, with the same private F-norms.
 _INIT_SPREAD = 1.0
+_INIT_STRENGTH = 1.0
 # batch_size="auto": this many updates per pass.
 _AUTO_UPDATES_PER_PASS = 10
-_INIT_STRENGTH = 1.0
 
 
 class _MixtureModel:
@@ -215,11 +215,13 @@ class DPSEPGaussianMixture(
     most ``clip_norm`` and replacing one by ``2 * clip_norm``. The norm, the
     clip and the noise are taken in the natural parameters times the public
     component variance (see Notes). Then ``f <- (1 - damping q) f + (damping
-    / n_samples) * released sum``; a component whose released factor
-    precision is negative keeps its previous factor, and the factor is
-    clipped to norm ``clip_norm``: post-processing of released values. The
-    control flow of an update never depends on the data (no rejection of
-    records or updates). The noise multiplier is calibrated once so that all
+    / n_samples) * released sum``; each component's factor precision is
+    floored at zero and its posterior mean clipped to the bounds, the factor
+    is clipped to norm ``clip_norm``, and the cavity's noisy means are
+    shrunk towards the prior mean given the known scale of their noise (see
+    Notes): post-processing of released values. The control flow of an
+    update never depends on the data (no rejection of records, components
+    or updates). The noise multiplier is calibrated once so that all
     ``max_iter`` passes (``max_iter * ceil(1 / q)`` updates) spend at most
     ``(epsilon, delta)``. Batches and noise come from the operating system's
     entropy (:class:`~skprivfact.privacy.PrivacyEngine`); ``random_state``
@@ -367,6 +369,30 @@ class DPSEPGaussianMixture(
     weighted: ``clip_norm`` compares with the expected sufficient statistics
     ``(r_k, r_k z)`` that DP-EM releases. Clipping scales a record's whole
     site, which tempers its likelihood but keeps its mean ``M_k``.
+
+    Start: the factor puts each component's mean at a point drawn uniformly
+    in the scaled box from ``random_state``, with one record's worth of
+    precision (``1 / (n s2)`` per component), so the first sites are
+    computed at a broad cavity and every component takes a share of the
+    records before the cavity sharpens.
+
+    Projection (after each update, on released values): the factor precision
+    ``f_k`` is floored at 0 (the posterior precision ``p0 + n f_k`` at the
+    prior's ``p0``), the posterior mean ``(p0 m0 + n f_shift_k) / (p0 + n
+    f_k)`` is clipped to [-1, 1]^d and the factor's shift reset to give it.
+    A negative ``f_k`` is a legitimate EP state (records shared by two
+    components have negative-precision sites), and under noise a common one
+    while a component holds few records; rejecting such updates, as the
+    authors' code does, would make the control flow depend on the data.
+
+    Shrinkage (post-processing): a cavity or posterior mean computed from
+    released values carries noise of known std ``tau_k = (noise std of a
+    natural coordinate) * v_k``; with the prior spread ``1 / p0 - v_k`` of
+    the means about ``m0``, the mean used is ``m0 + (m_k - m0) * spread /
+    (spread + tau_k**2)`` and its variance grows by ``spread * tau_k**2 /
+    (spread + tau_k**2)`` (:func:`skprivfact.sep._denoise_weights`). A
+    component holding few records is thus held near the prior instead of
+    being thrown about the box by the noise; one holding many is unchanged.
 
     ``predict_proba``, ``score_samples`` and ``transform`` use the posterior
     predictive ``sum_k pi_k N(x; means_[k], (covariance +
