@@ -202,3 +202,36 @@ def test_pipeline_and_grid_search_over_epsilon_share_one_budget():
     assert best.privacy_spent_[0] <= best.epsilon
     assert search.best_params_["dpsepgaussianmixture__epsilon"] == 2.0
     assert np.isfinite(search.score(X))
+
+
+def test_sites_match_the_tilted_moments_by_quadrature():
+    # One dimension, two components: the tilted distribution
+    # N(mu1; m1, v1) N(mu2; m2, v2) (pi1 N(x; mu1, s2) + pi2 N(x; mu2, s2))
+    # integrated on a grid; cavity + site must be its moment match.
+    from skprivfact.sep_mixture import _MixtureModel
+
+    s2, weights = 0.04, np.array([0.3, 0.7])
+    means, variances = np.array([-0.2, 0.3]), np.array([0.05, 0.02])
+    model = _MixtureModel(2, 1, s2, np.log(weights), np.zeros(1), 1.0, 10, 1.0, 1.0)
+    cavity = np.column_stack([1 / variances, means / variances]).ravel()
+    grid = np.linspace(-1.5, 1.5, 1201)
+    mu1, mu2 = np.meshgrid(grid, grid, indexing="ij")
+    for x in (-0.5, 0.05, 0.6):
+        density = (
+            np.exp(-((mu1 - means[0]) ** 2) / (2 * variances[0]))
+            * np.exp(-((mu2 - means[1]) ** 2) / (2 * variances[1]))
+            * (
+                weights[0] * np.exp(-((x - mu1) ** 2) / (2 * s2))
+                + weights[1] * np.exp(-((x - mu2) ** 2) / (2 * s2))
+            )
+        )
+        density /= density.sum()
+        site = model.sites(np.array([[x]]), None, cavity)[0].reshape(2, 2)
+        for k, mu in enumerate((mu1, mu2)):
+            mean = (density * mu).sum()
+            var = (density * mu**2).sum() - mean**2
+            precision = 1 / variances[k] + site[k, 0]
+            assert precision == pytest.approx(1 / var, rel=1e-5)
+            assert (means[k] / variances[k] + site[k, 1]) / precision == pytest.approx(
+                mean, abs=1e-6
+            )
