@@ -36,6 +36,7 @@ FAST_PARAMS = {
     },
     "PrivatePoissonMF": {"n_components": 2, "max_iter": 10, "random_state": 0},
     "DPSEPRegressor": {"max_iter": 3, "random_state": 0},
+    "DPSEPGaussianMixture": {"n_components": 2, "max_iter": 3, "random_state": 0},
 }
 
 # The common checks feed fractional floats; these estimators take integer

@@ -19,7 +19,7 @@ from scipy import stats
 from sklearn.model_selection import GridSearchCV
 
 import skprivfact
-from skprivfact import lda, logistic, sep
+from skprivfact import lda, logistic, sep, sep_mixture
 from skprivfact.base import CentralPrivacyEstimator
 from skprivfact.exceptions import PrivacyBudgetExceededError, ReproducibleNoiseWarning
 from skprivfact.privacy import PrivacyBudget, PrivacyEngine, reproducible_noise
@@ -91,8 +91,32 @@ def _sep_case(epsilon, **params):
     )
 
 
+def _mixture_case(epsilon, **params):
+    rng = np.random.RandomState(0)
+    X = np.vstack([rng.normal(-0.5, 0.1, size=(15, 2)), rng.normal(0.5, 0.1, size=(15, 2))])
+    estimator = sep_mixture.DPSEPGaussianMixture(
+        2,
+        epsilon=epsilon,
+        clip_norm=0.05,
+        max_iter=1,
+        damping=1.0,
+        covariance=0.01,
+        batch_size=None,
+        bounds_X=(-1, 1),
+        random_state=0,
+        **params,
+    )
+    # The canary is clipped to the corner (1, 1) of the bounds; its
+    # replacement sits at the opposite corner.
+    return estimator, (X, None), (np.array([[1e3, 1e3]]), None), (
+        np.array([[-1.0, -1.0]]),
+        None,
+    )
+
+
 CASES = {
     "DPBayesLogReg": _logreg_case,
+    "DPSEPGaussianMixture": _mixture_case,
     "DPLDA": _lda_case,
     "DPSEPRegressor": _sep_case,
 }
@@ -430,7 +454,8 @@ def _skip_clipping(name, monkeypatch):
     """A deliberately broken estimator: one clip skipped, the bound still declared."""
     if name == "DPBayesLogReg":
         monkeypatch.setattr(logistic, "clip_rows", lambda X, max_norm: np.array(X, float))
-    elif name == "DPSEPRegressor":
+    elif name in ("DPSEPRegressor", "DPSEPGaussianMixture"):
+        # DPSEPGaussianMixture runs sep's SEP loop (_fit_sep), which clips.
         monkeypatch.setattr(sep, "clip_rows", lambda X, max_norm: np.array(X, float))
     elif name == "DPLDA":
         e_step = lda._e_step
