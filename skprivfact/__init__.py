@@ -11,6 +11,7 @@ from .lda import DPLDA
 from .logistic import DPBayesLogReg
 from .poisson_mf import PrivatePoissonMF
 from .preprocessing import GeometricPrivatizer
+from .sbn import DPSigmoidBeliefNet
 from .sep import DPSEPRegressor
 
 __version__ = "0.1.0.dev0"
@@ -19,6 +20,7 @@ __all__ = [
     "DPBayesLogReg",
     "DPLDA",
     "DPSEPRegressor",
+    "DPSigmoidBeliefNet",
     "GeometricPrivatizer",
     "PrivatePoissonMF",
     "PrivacyLeakWarning",
