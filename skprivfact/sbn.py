@@ -198,6 +198,37 @@ def sigmoid_belief_net_log_likelihood(X, weights, visible_bias, hidden_logits):
     return out
 
 
+def _batch_statistics(U, local_step, n_sweeps, sensitivities):
+    """The three expected sufficient statistics of a batch, summed over its rows.
+
+    Runs the local step on the centred rows ``U`` and clips each row's
+    factors (``E[omega_n]``, the packed ``E[h~_n h~_n']`` and ``mu_n``) to
+    the bounds whose products are ``sensitivities``; they hold by
+    construction, and the clip makes them hold whatever rounding did. ``U``
+    itself is clipped by :func:`_centred_observations`.
+
+    Returns
+    -------
+    second_sum : ndarray of shape (D, T)
+        ``sum_n E[omega_n] (x) triu(E[h~_n h~_n'])``.
+    first_sum : ndarray of shape (D, K + 1)
+        ``sum_n u_n (x) [mu_n; 1]``.
+    hidden_sum : ndarray of shape (K,)
+        ``sum_n mu_n``.
+    mu : ndarray of shape (n, K)
+        The local posteriors.
+    """
+    mu, omega, outer_tri, _ = local_step(U, n_sweeps)
+    sens_second, _, sens_hidden = sensitivities
+    root_tri = math.sqrt(outer_tri.shape[1])
+    omega = clip_rows(omega, sens_second / root_tri)
+    outer_tri = clip_rows(outer_tri, root_tri)
+    mu = clip_rows(mu, sens_hidden)
+    second_sum = omega.T @ outer_tri
+    first_sum = U.T @ np.hstack([mu, np.ones((mu.shape[0], 1))])
+    return second_sum, first_sum, mu.sum(axis=0), mu
+
+
 class DPSigmoidBeliefNet(TransformerMixin, CentralPrivacyEstimator):
     """Differentially private sigmoid belief network (VIPS).
 
@@ -525,17 +556,9 @@ class DPSigmoidBeliefNet(TransformerMixin, CentralPrivacyEstimator):
             batch = U[engine.sample(n_samples)]
         else:
             batch = U
-        mu, omega, outer_tri, _ = local_step(batch, self.max_local_iter)
-        sens_second, sens_first, sens_hidden = self.sensitivities_
-        # Each record's factors, clipped to the bounds whose products are the
-        # declared sensitivities (they hold by construction; the clip makes
-        # them hold whatever rounding did).
-        omega = clip_rows(omega, sens_second / math.sqrt(outer_tri.shape[1]))
-        outer_tri = clip_rows(outer_tri, math.sqrt(outer_tri.shape[1]))
-        mu = clip_rows(mu, sens_hidden)
-        second_sum = omega.T @ outer_tri
-        first_sum = batch.T @ np.hstack([mu, np.ones((mu.shape[0], 1))])
-        hidden_sum = mu.sum(axis=0)
+        second_sum, first_sum, hidden_sum, mu = _batch_statistics(
+            batch, local_step, self.max_local_iter, self.sensitivities_
+        )
         noisy_second, noisy_first, noisy_hidden = engine.release(
             [second_sum, first_sum, hidden_sum], self.sensitivities_
         )
