@@ -280,7 +280,7 @@ class DPSigmoidBeliefNet(TransformerMixin, CentralPrivacyEstimator):
     max_iter : int, default=10
         Number of passes over the data; a pass is ``ceil(n_samples /
         batch_size)`` iterations, each one release.
-    max_local_iter : int, default=5
+    max_local_iter : int, default=3
         Sweeps of the mean-field update of each row's ``q(h_n)`` (each
         preceded by the update of its Polya-Gamma expectations) per
         iteration, from ``q(h_nk = 1) = 1/2``.
@@ -471,7 +471,7 @@ class DPSigmoidBeliefNet(TransformerMixin, CentralPrivacyEstimator):
         delta=1e-5,
         batch_size=None,
         max_iter=10,
-        max_local_iter=5,
+        max_local_iter=3,
         prior_precision=1.0,
         hidden_prior_precision=1.0,
         learning_decay="auto",
