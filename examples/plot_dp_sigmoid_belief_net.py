@@ -38,13 +38,13 @@ X_train, X_test = train_test_split(X, test_size=0.2, random_state=0)
 #
 # Without noise, plain variational Bayes over the whole training set; with
 # noise, Poisson batches of expected size 500 (so that subsampling amplifies
-# the privacy of each release) over 30 passes. The guarantee is for replacing
+# the privacy of each release) over 15 passes. The guarantee is for replacing
 # one image by another.
 
 settings = {
-    "non-private": dict(epsilon=float("inf"), max_iter=100),
-    "epsilon = 8": dict(epsilon=8.0, batch_size=500, max_iter=30),
-    "epsilon = 2": dict(epsilon=2.0, batch_size=500, max_iter=30),
+    "non-private": dict(epsilon=float("inf"), max_iter=60),
+    "epsilon = 8": dict(epsilon=8.0, batch_size=500, max_iter=15),
+    "epsilon = 2": dict(epsilon=2.0, batch_size=500, max_iter=15),
 }
 models = {}
 for name, params in settings.items():

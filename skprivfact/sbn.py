@@ -31,6 +31,10 @@ _HIDDEN_PRIOR_ITER = 30
 # The importance proposal mixes the mean-field posterior with a fair coin, so
 # that its weights stay bounded where the posterior is overconfident.
 _PROPOSAL_MIXING = 0.05
+# Variance of the initial q(theta_j): small, so that the random initial
+# weights (which break the symmetry of the hidden units) are what the first
+# local step sees.
+_INIT_VARIANCE = 0.01
 # Rows per chunk of the local step at prediction time (memory).
 _CHUNK = 8192
 # Largest number of hidden units for which the exact log-likelihood
@@ -96,8 +100,12 @@ class _LocalStep:
         self.bias = mean[:, self.n_hidden]
         self.hidden_logit = hidden_logit
 
-    def __call__(self, U, n_sweeps):
+    def __call__(self, U, n_sweeps, tol=0.0):
         """Run the local step on centred rows ``U``.
+
+        Each row is swept until no ``mu_nk`` moves by more than ``tol`` in a
+        sweep, at most ``n_sweeps`` times; a row's sweeps depend on that row
+        only.
 
         Returns
         -------
@@ -114,16 +122,28 @@ class _LocalStep:
         linear = U @ self.weights
         linear += self.hidden_logit
         mu = np.full((n, self.n_hidden), 0.5)
-        outer_tri = np.empty((n, self.second_tri.shape[1]))
-        omega = np.empty((n, U.shape[1]))
+        active = None  # every row
         for _ in range(n_sweeps):
-            kernels.expected_outer_tri(mu, outer_tri)
+            sub_mu = mu if active is None else mu[active]
+            sub_linear = linear if active is None else linear[active]
+            outer_tri = np.empty((sub_mu.shape[0], self.second_tri.shape[1]))
+            kernels.expected_outer_tri(sub_mu, outer_tri)
             squared_scale = outer_tri @ self.second_tri_doubled
+            omega = np.empty_like(squared_scale)
             kernels.polya_gamma_mean(squared_scale, omega)
             quadratic = omega @ self.second_tri
-            kernels.mean_field_sweep(mu, linear, quadratic, self.index)
+            previous = sub_mu.copy()
+            kernels.mean_field_sweep(sub_mu, sub_linear, quadratic, self.index)
+            if active is not None:
+                mu[active] = sub_mu
+            moving = np.abs(sub_mu - previous).max(axis=1, initial=0.0) > tol
+            active = np.flatnonzero(moving) if active is None else active[moving]
+            if active.size == 0:
+                break
+        outer_tri = np.empty((n, self.second_tri.shape[1]))
         kernels.expected_outer_tri(mu, outer_tri)
         squared_scale = outer_tri @ self.second_tri_doubled
+        omega = np.empty_like(squared_scale)
         kernels.polya_gamma_mean(squared_scale, omega)
         return mu, omega, outer_tri, squared_scale
 
@@ -198,7 +218,7 @@ def sigmoid_belief_net_log_likelihood(X, weights, visible_bias, hidden_logits):
     return out
 
 
-def _batch_statistics(U, local_step, n_sweeps, sensitivities):
+def _batch_statistics(U, local_step, n_sweeps, sensitivities, tol=0.0):
     """The three expected sufficient statistics of a batch, summed over its rows.
 
     Runs the local step on the centred rows ``U`` and clips each row's
@@ -218,7 +238,7 @@ def _batch_statistics(U, local_step, n_sweeps, sensitivities):
     mu : ndarray of shape (n, K)
         The local posteriors.
     """
-    mu, omega, outer_tri, _ = local_step(U, n_sweeps)
+    mu, omega, outer_tri, _ = local_step(U, n_sweeps, tol)
     sens_second, _, sens_hidden = sensitivities
     root_tri = math.sqrt(outer_tri.shape[1])
     omega = clip_rows(omega, sens_second / root_tri)
@@ -281,9 +301,13 @@ class DPSigmoidBeliefNet(TransformerMixin, CentralPrivacyEstimator):
         Number of passes over the data; a pass is ``ceil(n_samples /
         batch_size)`` iterations, each one release.
     max_local_iter : int, default=3
-        Sweeps of the mean-field update of each row's ``q(h_n)`` (each
-        preceded by the update of its Polya-Gamma expectations) per
-        iteration, from ``q(h_nk = 1) = 1/2``.
+        Largest number of sweeps of the mean-field update of each row's
+        ``q(h_n)`` (each preceded by the update of its Polya-Gamma
+        expectations) per iteration, from ``q(h_nk = 1) = 1/2``.
+    local_tol : float, default=1e-3
+        A row's sweeps stop when no ``q(h_nk = 1)`` moved by more than this
+        in the last one (each row on its own: its result depends on that row
+        only).
     prior_precision : float, default=1.0
         Precision of the zero-mean Gaussian prior of every weight and bias
         of the visible units.
@@ -372,7 +396,7 @@ class DPSigmoidBeliefNet(TransformerMixin, CentralPrivacyEstimator):
 
     **Variational family.** ``q = prod_n [prod_k Bern(h_nk; mu_nk) prod_j
     PG(omega_nj; 1, xi_nj)] prod_j N(theta_j; m_j, S_j) prod_k N(c_k; a_k,
-    s_k)``. Coordinate ascent gives, per row (the local step, never
+    v_k)``. Coordinate ascent gives, per row (the local step, never
     stored), with ``M_j = E[theta_j theta_j'] = S_j + m_j m_j'`` and ``E_n
     = E[h~_n h~_n']`` (``mu_k mu_l`` off the diagonal, ``mu_k`` on it since
     ``h^2 = h``, and 1 in the corner)::
@@ -389,13 +413,15 @@ class DPSigmoidBeliefNet(TransformerMixin, CentralPrivacyEstimator):
     ``s = sum_n mu_n``::
 
         S_j^-1 = prior_precision I + A_j,          m_j = S_j r_j,
-        1 / s_k = hidden_prior_precision + N E[omega^c_k],
-        a_k = s_k (s_k' - N / 2),     E[omega^c_k] = PG mean at sqrt(a_k^2 + s_k),
+        1 / v_k = hidden_prior_precision + N E[omega^c_k],
+        a_k = v_k (s_k - N / 2),
+        E[omega^c_k] = tanh(z_k / 2) / (2 z_k),  z_k^2 = a_k^2 + v_k,
 
-    where ``s_k'`` is the k-th entry of ``s`` (the hidden logits are shared
-    by all rows, so their Polya-Gamma expectation is the same for every row
-    and only ``s`` is data-dependent; the ``q(c)`` update is iterated to
-    its fixed point).
+    for ``q(c_k) = N(a_k, v_k)`` (the hidden logits are shared by all rows:
+    with ``h_nk`` augmented by ``omega^c_nk ~ PG(1, c_k)``, its expectation
+    is the same for every row, so only ``s`` is data-dependent; the ``q(c)``
+    update is iterated to its fixed point). ``a_k`` enters the local step
+    above as the prior log-odds of ``h_nk``.
 
     **Privacy.** Each record adds ``E[omega_n] (x) triu(E_n)`` to the stack
     of all ``D`` packed upper triangles (a symmetric matrix is determined by
@@ -453,6 +479,7 @@ class DPSigmoidBeliefNet(TransformerMixin, CentralPrivacyEstimator):
         "batch_size": [Interval(Integral, 1, None, closed="left"), None],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "max_local_iter": [Interval(Integral, 1, None, closed="left")],
+        "local_tol": [Interval(Real, 0, None, closed="left")],
         "prior_precision": [Interval(Real, 0, None, closed="neither")],
         "hidden_prior_precision": [Interval(Real, 0, None, closed="neither")],
         "learning_decay": [Interval(Real, 0, 1, closed="both"), StrOptions({"auto"})],
@@ -472,6 +499,7 @@ class DPSigmoidBeliefNet(TransformerMixin, CentralPrivacyEstimator):
         batch_size=None,
         max_iter=10,
         max_local_iter=3,
+        local_tol=1e-3,
         prior_precision=1.0,
         hidden_prior_precision=1.0,
         learning_decay="auto",
@@ -489,6 +517,7 @@ class DPSigmoidBeliefNet(TransformerMixin, CentralPrivacyEstimator):
         self.batch_size = batch_size
         self.max_iter = max_iter
         self.max_local_iter = max_local_iter
+        self.local_tol = local_tol
         self.prior_precision = prior_precision
         self.hidden_prior_precision = hidden_prior_precision
         self.learning_decay = learning_decay
@@ -519,11 +548,10 @@ class DPSigmoidBeliefNet(TransformerMixin, CentralPrivacyEstimator):
         self._tri_rows, self._tri_cols = np.triu_indices(K + 1)
         self._mean = np.zeros((D, K + 1))
         self._mean[:, :K] = self.init_scale * rng.standard_normal((D, K))
-        self._covariance = np.broadcast_to(
-            np.eye(K + 1) / (self.prior_precision + 0.0), (D, K + 1, K + 1)
-        ).copy()
         # Start narrow: the prior's spread would swamp the initial weights.
-        self._covariance *= min(1.0, 0.01 * self.prior_precision)
+        self._covariance = np.broadcast_to(
+            _INIT_VARIANCE * np.eye(K + 1), (D, K + 1, K + 1)
+        ).copy()
         self._hidden_mean = np.zeros(K)
         self._hidden_variance = np.full(K, 1.0 / self.hidden_prior_precision)
         # Running averages of the released totals (scaled to n_samples).
@@ -549,15 +577,14 @@ class DPSigmoidBeliefNet(TransformerMixin, CentralPrivacyEstimator):
 
     def _step(self, U, engine, local_step):
         """One iteration: batch, local step, one release, global update."""
-        n_samples, D = U.shape
-        K = self.n_components
+        n_samples = U.shape[0]
         sample_rate = self.sample_rate_
         if sample_rate < 1.0:
             batch = U[engine.sample(n_samples)]
         else:
             batch = U
         second_sum, first_sum, hidden_sum, mu = _batch_statistics(
-            batch, local_step, self.max_local_iter, self.sensitivities_
+            batch, local_step, self.max_local_iter, self.sensitivities_, self.local_tol
         )
         noisy_second, noisy_first, noisy_hidden = engine.release(
             [second_sum, first_sum, hidden_sum], self.sensitivities_
@@ -616,7 +643,7 @@ class DPSigmoidBeliefNet(TransformerMixin, CentralPrivacyEstimator):
         X = validate_data(self, X, reset=reset, dtype=[np.float64, np.float32])
         return np.asarray(X, dtype=np.float64)
 
-    def _run(self, U, engine, n_steps, start_time):
+    def _run(self, U, engine, n_steps):
         mu = batch = None
         for _ in range(n_steps):
             mu, batch = self._step(U, engine, self._posterior_local_step())
@@ -659,7 +686,7 @@ class DPSigmoidBeliefNet(TransformerMixin, CentralPrivacyEstimator):
         per_pass = self._releases_per_pass(self.sample_rate_)
         start = time.perf_counter()
         for n_pass in range(1, self.max_iter + 1):
-            mu, batch = self._run(U, engine, per_pass, start)
+            mu, batch = self._run(U, engine, per_pass)
             self.n_iter_ = n_pass
             self._record_privacy()
             if self.verbose:
@@ -716,7 +743,9 @@ class DPSigmoidBeliefNet(TransformerMixin, CentralPrivacyEstimator):
         U = _centred_observations(X)
         mus, omegas, squares = [], [], []
         for start in range(0, U.shape[0], _CHUNK):
-            mu, omega, _, squared = local_step(U[start : start + _CHUNK], self.max_local_iter)
+            mu, omega, _, squared = local_step(
+                U[start : start + _CHUNK], self.max_local_iter, self.local_tol
+            )
             mus.append(mu)
             squares.append(squared)
         if not mus:
