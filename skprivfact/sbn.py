@@ -6,7 +6,7 @@ from numbers import Integral, Real
 
 import numpy as np
 from scipy import special
-from sklearn.base import TransformerMixin, _fit_context
+from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin, _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _num_samples, check_is_fitted, validate_data
@@ -249,7 +249,9 @@ def _batch_statistics(U, local_step, n_sweeps, sensitivities, tol=0.0):
     return second_sum, first_sum, mu.sum(axis=0), mu
 
 
-class DPSigmoidBeliefNet(TransformerMixin, CentralPrivacyEstimator):
+class DPSigmoidBeliefNet(
+    ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEstimator
+):
     """Differentially private sigmoid belief network (VIPS).
 
     A one-hidden-layer sigmoid belief network for binary data (Neal, 1992),
@@ -528,6 +530,11 @@ class DPSigmoidBeliefNet(TransformerMixin, CentralPrivacyEstimator):
         self.budget = budget
         self.verbose = verbose
         self.random_state = random_state
+
+    @property
+    def _n_features_out(self):
+        """Number of transformed output features (the hidden units)."""
+        return self.components_.shape[0]
 
     # Training ---------------------------------------------------------------
 
