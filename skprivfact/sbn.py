@@ -96,6 +96,11 @@ class _LocalStep:
         self.second_tri_doubled = np.ascontiguousarray(
             (self.second_tri * np.where(rows == cols, 1.0, 2.0)).T
         )
+        # The sweeps' two products over the visible units run in float32
+        # (half the time; the local step is a fixed-point iteration, and its
+        # final quantities, which enter the statistics, are in float64).
+        self.second_tri_32 = self.second_tri.astype(np.float32)
+        self.second_tri_doubled_32 = self.second_tri_doubled.astype(np.float32)
         self.weights = np.ascontiguousarray(mean[:, : self.n_hidden])
         self.bias = mean[:, self.n_hidden]
         self.hidden_logit = hidden_logit
@@ -126,12 +131,14 @@ class _LocalStep:
         for _ in range(n_sweeps):
             sub_mu = mu if active is None else mu[active]
             sub_linear = linear if active is None else linear[active]
-            outer_tri = np.empty((sub_mu.shape[0], self.second_tri.shape[1]))
+            outer_tri = np.empty(
+                (sub_mu.shape[0], self.second_tri.shape[1]), dtype=np.float32
+            )
             kernels.expected_outer_tri(sub_mu, outer_tri)
-            squared_scale = outer_tri @ self.second_tri_doubled
+            squared_scale = outer_tri @ self.second_tri_doubled_32
             omega = np.empty_like(squared_scale)
             kernels.polya_gamma_mean(squared_scale, omega)
-            quadratic = omega @ self.second_tri
+            quadratic = omega @ self.second_tri_32
             previous = sub_mu.copy()
             kernels.mean_field_sweep(sub_mu, sub_linear, quadratic, self.index)
             if active is not None:
