@@ -273,14 +273,17 @@ class DPSigmoidBeliefNet(
     another (the number of rows is public: it scales the statistics and the
     update of the hidden-unit prior); ``neighbouring_relation_`` says so.
     Each row ``v`` is read through ``u = v - 1/2`` clipped to Euclidean norm
-    ``sqrt(n_features) / 2`` (rows with values in [0, 1] are unchanged);
+    ``sqrt(n_features) / 2`` (rows with values in [0, 1] satisfy it and are
+    kept, up to a relative rounding margin; values outside [0, 1] are
+    accepted and scaled with their row);
     each iteration draws a Poisson-subsampled batch (rate ``q = batch_size /
     n_samples``, 1 for full batch), runs the local mean-field step of every
     row of the batch under the current (already released) posterior, clips
     each row's factors (``E[omega_n]`` to norm ``sqrt(D) / 4``, the packed
     ``E[h~ h~']`` to ``sqrt(T)``, ``mu_n`` to ``sqrt(K)``) and releases the
-    three batch sums below together as ONE Gaussian mechanism, with noise
-    per block scaled to that block's per-record bound
+    three batch sums of the Notes together as ONE Gaussian mechanism, block
+    ``i`` getting noise of std ``noise_multiplier_ * sqrt(3) *
+    sensitivities_[i]``
     (:func:`~skprivfact.mechanisms.gaussian_mechanism`): one accountant
     step per iteration. The noise multiplier is calibrated once per plan so
     that all the releases (``max_iter`` passes of ``ceil(1 / q)``
@@ -416,7 +419,13 @@ class DPSigmoidBeliefNet(
                        - sum_j E[omega_nj] (M_j,kk / 2 + M_j,kK
                                              + sum_{l != k} M_j,kl mu_nl),
 
-    the last updated unit by unit (Gauss-Seidel), ``max_local_iter`` times.
+    the last updated unit by unit (Gauss-Seidel); each sweep is preceded by
+    the update of the ``E[omega_nj]``, and a row's sweeps stop after
+    ``max_local_iter`` of them or once none of its ``mu_nk`` moves by more
+    than ``local_tol`` (the two contractions over ``j`` inside the sweeps
+    run in float32; the final ``E[omega_n]`` and ``E_n`` are float64).
+    Each sweep can only raise the bound of the scores below at fixed
+    parameters (coordinate ascent).
     The global updates are conjugate, from the expected sufficient statistics
     ``A_j = sum_n E[omega_nj] E_n``, ``r_j = sum_n u_nj [mu_n; 1]`` and
     ``s = sum_n mu_n``::
