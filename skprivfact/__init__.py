@@ -13,6 +13,7 @@ from .logistic import DPBayesLogReg
 from .poisson_mf import PrivatePoissonMF
 from .preprocessing import GeometricPrivatizer
 from .privacy import PrivacyBudget
+from .sbn import DPSigmoidBeliefNet
 from .sep import DPSEPRegressor
 from .sep_mixture import DPSEPGaussianMixture
 from .utils._numba import install_compile_listener
@@ -27,6 +28,7 @@ __all__ = [
     "DPLDA",
     "DPSEPRegressor",
     "DPSEPGaussianMixture",
+    "DPSigmoidBeliefNet",
     "GeometricPrivatizer",
     "PrivatePoissonMF",
     "PrivacyLeakWarning",

@@ -5,12 +5,18 @@ from numbers import Integral, Real
 from pathlib import Path
 
 import numpy as np
+from scipy.special import expit
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, validate_params
 
 from .mechanisms import two_sided_geometric
 
-__all__ = ["get_data_home", "load_adult", "make_poisson_factorization"]
+__all__ = [
+    "get_data_home",
+    "load_adult",
+    "make_poisson_factorization",
+    "make_sigmoid_belief_net",
+]
 
 
 def get_data_home(data_home=None):
@@ -137,6 +143,95 @@ def make_poisson_factorization(
             epsilon, sensitivity, size=X.shape, random_state=rng
         )
     return X, X_noisy, sample_factors, components
+
+
+@validate_params(
+    {
+        "n_samples": [Interval(Integral, 1, None, closed="left")],
+        "n_features": [Interval(Integral, 1, None, closed="left")],
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "weight_scale": [Interval(Real, 0, None, closed="left")],
+        "density": [Interval(Real, 0, 1, closed="right")],
+        "hidden_logit_scale": [Interval(Real, 0, None, closed="left")],
+        "visible_bias": [Real],
+        "random_state": ["random_state"],
+    },
+    prefer_skip_nested_validation=True,
+)
+def make_sigmoid_belief_net(
+    n_samples=1000,
+    n_features=64,
+    n_components=10,
+    *,
+    weight_scale=3.0,
+    density=0.3,
+    hidden_logit_scale=1.0,
+    visible_bias=-1.5,
+    random_state=None,
+):
+    """Draw binary rows from a one-hidden-layer sigmoid belief network.
+
+    Each hidden unit connects to a random ``density`` fraction of the visible
+    units with weights ``N(0, weight_scale**2)`` (the others are 0), so that
+    the units are identifiable parts, as in Gan et al.'s learned MNIST
+    weights; ``c_k ~ N(0, hidden_logit_scale**2)``; every visible bias is
+    ``visible_bias``. Then ``h_k ~ Bernoulli(sigmoid(c_k))`` and ``v_j ~
+    Bernoulli(sigmoid(W[j] @ h + b_j))``. The exact log-likelihood of the
+    rows under the true parameters is
+    :func:`~skprivfact.sbn.sigmoid_belief_net_log_likelihood`.
+
+    Parameters
+    ----------
+    n_samples : int, default=1000
+        Number of rows.
+    n_features : int, default=64
+        Number of visible units ``D``.
+    n_components : int, default=10
+        Number of hidden units ``K``.
+    weight_scale : float, default=3.0
+        Standard deviation of the non-zero weights.
+    density : float, default=0.3
+        Fraction of non-zero weights of each hidden unit, in (0, 1].
+    hidden_logit_scale : float, default=1.0
+        Standard deviation of the hidden logits.
+    visible_bias : float, default=-1.5
+        The bias of every visible unit.
+    random_state : int, RandomState instance or None, default=None
+        Seed for reproducible draws.
+
+    Returns
+    -------
+    X : ndarray of shape (n_samples, n_features), dtype float64
+        Binary rows.
+    hidden : ndarray of shape (n_samples, n_components), dtype float64
+        The binary hidden states that generated them.
+    params : dict
+        ``"weights"`` (n_features, n_components), ``"visible_bias"``
+        (n_features,) and ``"hidden_logits"`` (n_components,).
+
+    Examples
+    --------
+    >>> from skprivfact.datasets import make_sigmoid_belief_net
+    >>> X, H, params = make_sigmoid_belief_net(5, 8, 2, random_state=0)
+    >>> X.shape, H.shape, params["weights"].shape
+    ((5, 8), (5, 2), (8, 2))
+    >>> sorted(set(X.ravel().tolist()))
+    [0.0, 1.0]
+    """
+    rng = check_random_state(random_state)
+    mask = rng.uniform(size=(n_features, n_components)) < density
+    weights = np.where(
+        mask, weight_scale * rng.standard_normal((n_features, n_components)), 0.0
+    )
+    hidden_logits = hidden_logit_scale * rng.standard_normal(n_components)
+    bias = np.full(n_features, float(visible_bias))
+    hidden = (
+        rng.uniform(size=(n_samples, n_components)) < expit(hidden_logits)
+    ).astype(np.float64)
+    logits = hidden @ weights.T + bias
+    X = (rng.uniform(size=logits.shape) < expit(logits)).astype(np.float64)
+    params = {"weights": weights, "visible_bias": bias, "hidden_logits": hidden_logits}
+    return X, hidden, params
 
 
 _ADULT_COLUMNS = [

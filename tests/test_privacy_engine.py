@@ -19,7 +19,7 @@ from scipy import stats
 from sklearn.model_selection import GridSearchCV
 
 import skprivfact
-from skprivfact import lda, logistic, sep, sep_mixture
+from skprivfact import lda, logistic, sbn, sep, sep_mixture
 from skprivfact.base import CentralPrivacyEstimator
 from skprivfact.exceptions import PrivacyBudgetExceededError, ReproducibleNoiseWarning
 from skprivfact.privacy import PrivacyBudget, PrivacyEngine, reproducible_noise
@@ -114,11 +114,25 @@ def _mixture_case(epsilon, **params):
     )
 
 
+def _sbn_case(epsilon, **params):
+    rng = np.random.RandomState(0)
+    X = (rng.uniform(size=(30, 8)) < 0.3).astype(float)
+    # Far outside [0, 1]: without the clip of v - 1/2 it would move the
+    # released statistics without bound.
+    canary = np.full((1, 8), 1e3)
+    replacement = np.zeros((1, 8))
+    estimator = sbn.DPSigmoidBeliefNet(
+        3, epsilon=epsilon, max_iter=1, max_local_iter=2, random_state=0, **params
+    )
+    return estimator, (X, None), (canary, None), (replacement, None)
+
+
 CASES = {
     "DPBayesLogReg": _logreg_case,
     "DPSEPGaussianMixture": _mixture_case,
     "DPLDA": _lda_case,
     "DPSEPRegressor": _sep_case,
+    "DPSigmoidBeliefNet": _sbn_case,
 }
 
 DP_ESTIMATORS = [cls.__name__ for cls in dp_estimator_classes()]
@@ -464,6 +478,8 @@ def _skip_clipping(name, monkeypatch):
             return e_step(X, exp_topic_word, prior, n_iter, tol, math.inf, *args, **kw)
 
         monkeypatch.setattr(lda, "_e_step", unclipped)
+    elif name == "DPSigmoidBeliefNet":
+        monkeypatch.setattr(sbn, "clip_rows", lambda X, max_norm: np.array(X, float))
     else:
         raise AssertionError(f"no broken variant for {name}")
 
