@@ -92,12 +92,18 @@ class PrivatePoissonMF(
     evaluate_every : int, default=5
         How often (in sweeps) CAVI evaluates its stopping objective; the
         evaluation costs about one sweep for noisy data.
-    bessel_statistic : {"mean", "mode"}, default="mean"
-        CAVI with noise: the summary of the Bessel-distributed min(y+, g-)
-        that each sweep uses. "mean" is the exact CAVI expectation under
-        ``q(min(y+, g-)) = Bessel(|y~|, a)``; "mode" is the cheaper Bessel-mode
-        approximation of Schofield et al., which underestimates the true
-        counts more (see ``benchmarks/bench_poisson_mf.py`` for both).
+    noise_update : {"marginal", "bessel-mean", "bessel-mode"}, \
+            default="marginal"
+        CAVI with noise: how each sweep infers the true counts. "marginal"
+        integrates the noise out of each entry exactly, takes the expected
+        true count at the rate E[mu], and scales the expected counts so that
+        their total is the noisy total (an unbiased estimate of the true
+        total). "bessel-mean" and "bessel-mode" are the algorithm of
+        Schofield et al., with a gamma factor per entry for each noise rate
+        and the mean or the mode of the Bessel-distributed min(y+, g-); on
+        sparse counts under heavy noise (epsilon/N <= 2) the noise rates
+        absorb most counts there, the fitted total rate shrinks and
+        components coincide.
     n_burn_in : int, default=1000
         MCMC sweeps discarded before keeping samples.
     n_kept_samples : int, default=500
@@ -137,6 +143,12 @@ class PrivatePoissonMF(
         Prior rate of phi per component.
     alpha_ : float or None
         The noise ratio exp(-epsilon / sensitivity); None without privacy.
+    count_scale_ : float
+        ``noise_update="marginal"`` with noise: the factor that brought the
+        expected true counts of the training rows to their noisy total in
+        the last sweep (for MCMC, in a CAVI pass over the training rows with
+        the sampled components); :meth:`transform` applies the same factor
+        to new rows. 1.0 otherwise.
     n_iter_ : int
         Number of sweeps run (MCMC: burn-in plus kept, per chain).
     objective_trace_ : ndarray of shape (n_evaluations, 2)
@@ -215,7 +227,7 @@ class PrivatePoissonMF(
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="left")],
         "evaluate_every": [Interval(Integral, 1, None, closed="left")],
-        "bessel_statistic": [StrOptions({"mean", "mode"})],
+        "noise_update": [StrOptions({"marginal", "bessel-mean", "bessel-mode"})],
         "n_burn_in": [Interval(Integral, 0, None, closed="left")],
         "n_kept_samples": [Interval(Integral, 1, None, closed="left")],
         "n_chains": [Interval(Integral, 1, None, closed="left")],
@@ -240,7 +252,7 @@ class PrivatePoissonMF(
         max_iter=200,
         tol=1e-4,
         evaluate_every=5,
-        bessel_statistic="mean",
+        noise_update="marginal",
         n_burn_in=1000,
         n_kept_samples=500,
         n_chains=1,
@@ -261,7 +273,7 @@ class PrivatePoissonMF(
         self.max_iter = max_iter
         self.tol = tol
         self.evaluate_every = evaluate_every
-        self.bessel_statistic = bessel_statistic
+        self.noise_update = noise_update
         self.n_burn_in = n_burn_in
         self.n_kept_samples = n_kept_samples
         self.n_chains = n_chains
@@ -366,13 +378,14 @@ class PrivatePoissonMF(
                 theta_prior=theta_prior, phi_prior=phi_prior,
                 empirical_bayes=self.empirical_bayes, max_iter=self.max_iter,
                 tol=self.tol, evaluate_every=self.evaluate_every,
-                bessel_statistic=self.bessel_statistic, verbose=self.verbose,
+                noise_update=self.noise_update, verbose=self.verbose,
             )
             self.component_shape_ = result["phi_shape"]
             self.component_rate_ = result["phi_rate"]
             self.factor_prior_shape_, self.factor_prior_rate_ = result["theta_prior"]
             self.component_prior_shape_, self.component_prior_rate_ = result["phi_prior"]
             self.n_iter_ = result["n_iter"]
+            self.count_scale_ = result["count_scale"]
             self.objective_trace_ = np.array(result["objective_trace"]).reshape(-1, 2)
             row_factors = result["theta_shape"] / result["theta_rate"]
         else:
@@ -403,6 +416,13 @@ class PrivatePoissonMF(
             row_factors = result["theta_mean"]
         self.components_ = self.component_shape_ / self.component_rate_
         self.alpha_ = alpha
+        if self.solver == "mcmc":
+            # transform runs CAVI with q(phi) from the samples: its count
+            # scale is fitted on the training rows, so that new rows get the
+            # totals the sampler found
+            self.count_scale_ = 1.0
+            if alpha is not None and self.noise_update == "marginal":
+                self.count_scale_ = self._infer_rows(X, fit_scale=True)[1]
         return row_factors
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -443,8 +463,9 @@ class PrivatePoissonMF(
         """
         return self._fit(X)
 
-    def _infer_rows(self, X):
-        """E[theta] for prepared rows X with q(phi) held fixed (CAVI)."""
+    def _infer_rows(self, X, fit_scale=False):
+        """E[theta] for prepared rows X with q(phi) held fixed (CAVI); with
+        ``fit_scale``, also the count scale fitted on X."""
         alpha = self.alpha_
         n_rows = X.shape[0]
         K = self.n_components
@@ -465,9 +486,11 @@ class PrivatePoissonMF(
             theta_prior=theta_prior, phi_prior=phi_prior,
             update_components=False, max_iter=self.max_iter, tol=self.tol,
             evaluate_every=self.evaluate_every,
-            bessel_statistic=self.bessel_statistic, verbose=0,
+            noise_update=self.noise_update,
+            count_scale=None if fit_scale else self.count_scale_, verbose=0,
         )
-        return result["theta_shape"] / result["theta_rate"]
+        row_factors = result["theta_shape"] / result["theta_rate"]
+        return (row_factors, result["count_scale"]) if fit_scale else row_factors
 
     def transform(self, X):
         """Posterior mean of the factors of new rows, components held fixed.
