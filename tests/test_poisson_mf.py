@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from numba import njit
-from scipy import stats
+from scipy import special, stats
 from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
@@ -21,13 +21,13 @@ from skprivfact.poisson_mf import _cavi as cavi
 from skprivfact.poisson_mf._cavi import fit_gamma_prior
 from skprivfact.poisson_mf._mcmc import (
     _binomial,
-    _erlang_deferred,
-    _finish_erlangs,
     _row_seed,
     _split_over_components,
     _start_row,
+    _uniform,
     split_rhat,
 )
+from skprivfact.poisson_mf._noisy_count import draw_true_count
 from skprivfact.poisson_mf._simd import simd_exp, simd_log
 from skprivfact.preprocessing import GeometricPrivatizer
 
@@ -210,14 +210,13 @@ def _binomial_draws(n, p, n_draws, seed):
 
 
 @njit
-def _erlang_draws(shape, scale, n_draws, seed):
-    numba_seed = np.empty(2, dtype=np.uint64)
+def _true_count_draws(count, rate, alpha, n_draws, seed):
     state = _row_seed(seed, 0, 0)
-    _start_row(numba_seed, state)
-    draws = np.empty(n_draws)
+    draws = np.empty(n_draws, dtype=np.int64)
     for i in range(n_draws):
-        draws[i], state = _erlang_deferred(shape, state, numba_seed)
-    _finish_erlangs(draws, scale)
+        uniform, state = _uniform(state)
+        second, state = _uniform(state)
+        draws[i] = int(draw_true_count(count, rate, alpha, uniform, second))
     return draws
 
 
@@ -258,12 +257,22 @@ def test_gibbs_binomial_draws_are_exact(n):
         assert _chisquare_pvalue(observed, expected) > 1e-3
 
 
-@pytest.mark.parametrize("shape", [1.0, 2.0, 3.0, 4.0, 16.0, 17.0, 300.0])
-def test_gibbs_gamma_draws_are_exact(shape):
-    scale = 0.6
-    draws = _erlang_draws(shape, scale, 50_000, int(shape))
-    assert np.all(draws > 0)
-    assert stats.kstest(draws, stats.gamma(shape, scale=scale).cdf).pvalue > 1e-3
+@pytest.mark.parametrize("count, rate", [(0.0, 0.3), (-3.0, 4.0), (1.0, 0.01),
+                                         (3.0, 0.5), (5.0, 20.0), (40.0, 2.0)])
+def test_gibbs_true_count_draws_are_exact(count, rate):
+    # the law of y given y~ = y + 2Geo(alpha) noise and y ~ Poisson(rate)
+    alpha, n_draws = 0.37, 50_000
+    draws = _true_count_draws(count, rate, alpha, n_draws, 7)
+    support = np.arange(draws.max() + 50)
+    log_w = (support * np.log(rate) - special.gammaln(support + 1)
+             + np.abs(count - support) * np.log(alpha))
+    expected = np.exp(log_w - log_w.max())
+    expected /= expected.sum()
+    observed = np.bincount(draws, minlength=support.size).astype(float)
+    keep = expected * n_draws >= 5
+    observed = np.append(observed[keep], observed[~keep].sum())
+    expected = np.append(expected[keep], expected[~keep].sum())
+    assert _chisquare_pvalue(observed, expected) > 1e-3
 
 
 def test_simd_log_and_exp_match_numpy():

@@ -132,3 +132,78 @@ def posterior_count_mean(count, rate, alpha):
     if count <= 0.0:
         return rate * alpha if rate > 0.0 else 0.0
     return posterior_count_moments(count, rate, alpha)[0]
+
+
+@njit(cache=True)
+def _general_mode(count, rate, alpha):
+    if count <= 0.0:
+        return math.floor(rate * alpha)
+    return _mode(count, rate, alpha)
+
+
+@njit(cache=True)
+def draw_true_count(count, rate, alpha, uniform, second_uniform):
+    """A draw of the true count given the noisy ``count`` and the rate.
+
+    Exact inversion from the mode outward, in decreasing order of
+    probability (a few steps: the law is unimodal with a standard deviation
+    below sqrt(mode + 1)), for a mode up to ``_STRIDE_FROM``; above it, the
+    nearest integer of a normal draw with the exact mean and variance (Box-
+    Muller with the two uniforms), whose error there is far below the
+    count's own noise, so that the work per entry stays bounded.
+    """
+    if not rate > 0.0:
+        return 0.0
+    if rate == math.inf:
+        return math.inf
+    low = rate / alpha
+    high = rate * alpha
+    mode = _general_mode(count, rate, alpha)
+    if mode > _STRIDE_FROM:
+        mean, var = posterior_count_moments(count, rate, alpha)
+        normal = math.sqrt(-2.0 * math.log(1.0 - uniform)) * math.cos(
+            2.0 * math.pi * second_uniform)
+        return max(0.0, math.floor(mean + math.sqrt(var) * normal + 0.5))
+    # the normaliser in units of the mode's term
+    total = 1.0
+    weight = 1.0
+    y = mode
+    while True:
+        weight *= (low if y < count else high) / (y + 1.0)
+        y += 1.0
+        total += weight
+        if weight < _TAIL_CUTOFF * total:
+            break
+    weight = 1.0
+    y = mode
+    while y > 0.0:
+        weight *= y / (low if y - 1.0 < count else high)
+        y -= 1.0
+        total += weight
+        if weight < _TAIL_CUTOFF * total:
+            break
+    target = uniform * total
+    cumulative = 1.0
+    if cumulative > target:
+        return mode
+    up = mode
+    down = mode
+    next_up = (low if up < count else high) / (up + 1.0)
+    next_down = down / (low if down - 1.0 < count else high) if down > 0.0 else 0.0
+    while True:
+        if next_up >= next_down:
+            up += 1.0
+            cumulative += next_up
+            if cumulative > target:
+                return up
+            next_up *= (low if up < count else high) / (up + 1.0)
+        else:
+            down -= 1.0
+            cumulative += next_down
+            if cumulative > target:
+                return down
+            next_down = (next_down * down / (low if down - 1.0 < count else high)
+                         if down > 0.0 else 0.0)
+        if next_up < 1e-300 and next_down <= 0.0:
+            # the target fell in the dropped tail (probability ~1e-17)
+            return up
