@@ -33,6 +33,7 @@ from threadpoolctl import threadpool_limits
 from ._bessel import bessel_mean, bessel_mode
 from ._likelihood import clean_loglik_sum, noisy_loglik_sum
 from ._noisy_count import posterior_count_mean
+from ._parallel import parallel_kernel
 from ._simd import simd_exp
 
 
@@ -151,7 +152,7 @@ def _gamma_moments(shape, rate, mean, var, geo):
         geo[i] = max(y * simd_exp(series) * inv_rate, _TINY)
 
 
-@njit(cache=True, parallel=True)
+@parallel_kernel
 def _private_entry_update(noisy, mean_mu, var_mu, geo_mu, pos_shape, neg_shape, alpha,
                           use_mean, scratch):
     """The per-entry CAVI updates, fused and in place.
@@ -249,7 +250,7 @@ def _private_entry_update(noisy, mean_mu, var_mu, geo_mu, pos_shape, neg_shape, 
             neg_shape[d, v] = 1.0 + smaller + max(-count, 0.0)
 
 
-@njit(cache=True, parallel=True)
+@parallel_kernel
 def _marginal_entry_update(noisy, rate, geo_mu, alpha):
     """R = E[y | y~, rate] / sum_k G[theta] G[phi], in place in ``rate``;
     returns sum E[y].
@@ -270,7 +271,7 @@ def _marginal_entry_update(noisy, rate, geo_mu, alpha):
     return row_sums.sum()
 
 
-@njit(cache=True, parallel=True)
+@parallel_kernel
 def _sparse_ratio(indptr, indices, data, geo_theta, geo_phi_t, out):
     """R = y / (G[theta] G[phi]) at the non-zeros of a CSR matrix."""
     n_rows = indptr.shape[0] - 1

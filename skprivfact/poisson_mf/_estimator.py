@@ -22,6 +22,11 @@ from ._cavi import fit_cavi, log_likelihood_sum
 
 __all__ = ["PrivatePoissonMF"]
 
+# Smallest epsilon / sensitivity accepted: below it the noise swamps any count
+# (standard deviation sqrt(2 alpha) / (1 - alpha) > 1.4e6) and 1 - alpha
+# carries fewer than 10 significant digits.
+MIN_EPSILON_PER_UNIT = 1e-6
+
 
 class PrivatePoissonMF(
     ClassNamePrefixFeaturesOutMixin, TransformerMixin, LocalPrivacyEstimator
@@ -58,6 +63,9 @@ class PrivatePoissonMF(
         Number of factors K.
     epsilon : float, default=None
         Privacy parameter the input was privatized with; None for clean counts.
+        ``epsilon / sensitivity`` must be at least 1e-6 (the noise's standard
+        deviation is then 1.4e6 per count already); smaller values raise a
+        ValueError.
     sensitivity : int, default=1
         The L1 distance N of limited-precision local privacy the input was
         privatized with.
@@ -282,6 +290,13 @@ class PrivatePoissonMF(
         self.verbose = verbose
 
     def _check_params(self):
+        if self.epsilon is not None and self.epsilon / self.sensitivity < MIN_EPSILON_PER_UNIT:
+            raise ValueError(
+                f"epsilon / sensitivity = {self.epsilon / self.sensitivity:.3g} is below "
+                f"{MIN_EPSILON_PER_UNIT:g}: the noise's standard deviation would exceed "
+                f"{math.sqrt(2.0) / MIN_EPSILON_PER_UNIT:.2g} per count, which leaves "
+                "nothing to fit (and 1 - alpha loses its precision in floating point)."
+            )
         if self.privatize and self.epsilon is None:
             raise ValueError(
                 "privatize=True releases the input with geometric noise at "

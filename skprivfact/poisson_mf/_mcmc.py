@@ -36,6 +36,7 @@ from numba import njit, prange, uint64
 
 from ._cavi import blas_single_threaded
 from ._noisy_count import draw_true_count
+from ._parallel import parallel_kernel
 
 _GOLDEN_GAMMA = 0x9E3779B97F4A7C15
 # Counts up to this are drawn from the row's own stream (Bernoulli trials,
@@ -160,7 +161,7 @@ def _split_over_components(count, theta_row, phi_column, row_totals, col_totals,
     return state
 
 
-@njit(cache=True, parallel=True)
+@parallel_kernel
 def _private_sweep(noisy, theta, phi_t, rates, alpha, chain_seed, sweep, row_totals,
                    col_totals_chunks, with_loglik):
     """The true counts and their split over the components, every entry;
@@ -210,7 +211,7 @@ def _private_sweep(noisy, theta, phi_t, rates, alpha, chain_seed, sweep, row_tot
     return loglik_rows.sum()
 
 
-@njit(cache=True, parallel=True)
+@parallel_kernel
 def _clean_sweep(indptr, indices, data, theta, phi_t, chain_seed, sweep,
                  row_totals, col_totals_chunks):
     """Step 4 at the non-zeros of a CSR count matrix; returns the part of the
