@@ -496,3 +496,20 @@ def test_demo_on_an_input_file(tmp_path):
     assert figure.exists()
     with pytest.raises(SystemExit):
         main(["--input", str(path), "--epsilon", "0"], out=io.StringIO())
+
+
+def test_coinciding_components_are_reported(synthetic):
+    X, X_noisy, _ = synthetic
+    # rank-1 counts: three components can only repeat one pattern
+    rank_one = np.outer(np.arange(1, 31), np.arange(1, 11))
+    with pytest.warns(UserWarning, match="cosine similarity"):
+        model = PrivatePoissonMF(3, random_state=0).fit(rank_one)
+    assert model.max_component_similarity_ > 0.95
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        private = PrivatePoissonMF(5, epsilon=EPSILON, random_state=0).fit(X_noisy)
+    unit = private.components_ / np.linalg.norm(private.components_, axis=1, keepdims=True)
+    similarity = unit @ unit.T
+    np.fill_diagonal(similarity, 0.0)
+    assert private.max_component_similarity_ == pytest.approx(similarity.max())
+    assert private.max_component_similarity_ < 0.95

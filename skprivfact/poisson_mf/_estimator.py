@@ -27,6 +27,20 @@ __all__ = ["PrivatePoissonMF"]
 # carries fewer than 10 significant digits.
 MIN_EPSILON_PER_UNIT = 1e-6
 
+# Components more similar than this (cosine) are reported as coinciding.
+SIMILARITY_WARNING = 0.95
+
+
+def max_cosine_similarity(components):
+    """Largest cosine similarity between two rows of ``components`` (0 for one row)."""
+    if components.shape[0] < 2:
+        return 0.0
+    norms = np.linalg.norm(components, axis=1)
+    unit = components / np.maximum(norms, 1e-300)[:, None]
+    similarity = unit @ unit.T
+    np.fill_diagonal(similarity, -np.inf)
+    return float(similarity.max())
+
 
 class PrivatePoissonMF(
     ClassNamePrefixFeaturesOutMixin, TransformerMixin, LocalPrivacyEstimator
@@ -157,6 +171,10 @@ class PrivatePoissonMF(
         the last sweep (for MCMC, in a CAVI pass over the training rows with
         the sampled components); :meth:`transform` applies the same factor
         to new rows. 1.0 otherwise.
+    max_component_similarity_ : float
+        Largest cosine similarity between two rows of ``components_``: near
+        1 means two components describe the same pattern (a warning is
+        raised above 0.95; ``verbose`` prints it).
     n_iter_ : int
         Number of sweeps run (MCMC: burn-in plus kept, per chain).
     objective_trace_ : ndarray of shape (n_evaluations, 2)
@@ -431,6 +449,18 @@ class PrivatePoissonMF(
             row_factors = result["theta_mean"]
         self.components_ = self.component_shape_ / self.component_rate_
         self.alpha_ = alpha
+        self.max_component_similarity_ = max_cosine_similarity(self.components_)
+        if self.verbose:
+            print(f"largest cosine similarity between two components: "
+                  f"{self.max_component_similarity_:.4f}")
+        if self.max_component_similarity_ > SIMILARITY_WARNING:
+            warnings.warn(
+                f"Two fitted components have cosine similarity "
+                f"{self.max_component_similarity_:.4f} > {SIMILARITY_WARNING}: they "
+                "describe the same pattern. Fewer components, more data or (with "
+                "privacy) a larger epsilon give distinct ones.",
+                UserWarning,
+            )
         if self.solver == "mcmc":
             # transform runs CAVI with q(phi) from the samples: its count
             # scale is fitted on the training rows, so that new rows get the
