@@ -491,7 +491,7 @@ def test_demo_on_an_input_file(tmp_path):
     for model in ("private", "naive", "non-private"):
         line = next(row for row in text.splitlines() if row.strip().startswith(model + " "))
         assert "n/a" in line  # no true rates for a file
-        assert np.isfinite(float(line.split()[2]))
+        assert np.isfinite(float(line.split()[3]))  # held-out log-likelihood
     pytest.importorskip("matplotlib")
     assert figure.exists()
     with pytest.raises(SystemExit):
