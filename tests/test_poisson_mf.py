@@ -513,3 +513,16 @@ def test_coinciding_components_are_reported(synthetic):
     np.fill_diagonal(similarity, 0.0)
     assert private.max_component_similarity_ == pytest.approx(similarity.max())
     assert private.max_component_similarity_ < 0.95
+
+
+@pytest.mark.parametrize("epsilon", [None, EPSILON])
+def test_transform_of_training_rows_matches_fit_transform(synthetic, epsilon):
+    X, X_noisy, _ = synthetic
+    data = X if epsilon is None else X_noisy
+    model = PrivatePoissonMF(5, epsilon=epsilon, random_state=0)
+    factors = model.fit_transform(data)
+    assert_allclose = np.testing.assert_allclose
+    assert_allclose(model.transform(data), factors, rtol=1e-10, atol=1e-12)
+    assert_allclose(model.inverse_transform(factors), factors @ model.components_)
+    with pytest.raises(ValueError, match="row factors"):
+        model.inverse_transform(factors[:, :2])

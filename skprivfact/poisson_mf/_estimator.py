@@ -375,7 +375,7 @@ class PrivatePoissonMF(
         phi_rate = phi_shape / (scale * rng.uniform(0.5, 1.5, size=(K, n_cols)))
         return theta_shape, theta_rate, phi_shape, phi_rate
 
-    def _fit(self, X):
+    def _fit(self, X, return_factors=True):
         self._check_params()
         rng = check_random_state(self.random_state)
         X, _ = self._check_input(X, reset=True, rng=rng)
@@ -420,7 +420,7 @@ class PrivatePoissonMF(
             self.n_iter_ = result["n_iter"]
             self.count_scale_ = result["count_scale"]
             self.objective_trace_ = np.array(result["objective_trace"]).reshape(-1, 2)
-            row_factors = result["theta_shape"] / result["theta_rate"]
+            row_factors = None  # below, once the fitted attributes are set
         else:
             from ._mcmc import fit_mcmc_chains
 
@@ -461,7 +461,13 @@ class PrivatePoissonMF(
                 "privacy) a larger epsilon give distinct ones.",
                 UserWarning,
             )
-        if self.solver == "mcmc":
+        if self.solver == "cavi" and return_factors:
+            # the training rows' factors are those transform gives them: the
+            # joint sweeps stop with theta a step behind phi, and the row
+            # problem with q(phi) fixed has more than one fixed point, so
+            # fit_transform(X) and transform(X) would otherwise disagree
+            row_factors = self._infer_rows(X)
+        elif self.solver == "mcmc":
             # transform runs CAVI with q(phi) from the samples: its count
             # scale is fitted on the training rows, so that new rows get the
             # totals the sampler found
@@ -487,7 +493,7 @@ class PrivatePoissonMF(
         self : object
             Fitted estimator.
         """
-        self._fit(X)
+        self._fit(X, return_factors=False)
         return self
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -504,7 +510,9 @@ class PrivatePoissonMF(
         Returns
         -------
         X_new : ndarray of shape (n_samples, n_components)
-            E[theta] of each row.
+            E[theta] of each row: for CAVI, those :meth:`transform` gives the
+            same rows after the fit (found with q(phi) fixed from the same
+            start); for MCMC, the mean of the samples.
         """
         return self._fit(X)
 
@@ -554,6 +562,28 @@ class PrivatePoissonMF(
         check_is_fitted(self)
         X, _ = self._check_input(X, reset=False, rng=self._noise_rng)
         return self._infer_rows(X)
+
+    def inverse_transform(self, X):
+        """Poisson rates of rows from their factors: ``X @ components_``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_components)
+            Row factors, as returned by :meth:`transform`.
+
+        Returns
+        -------
+        X_original : ndarray of shape (n_samples, n_features)
+            The rows' expected (clean) counts under the fitted model.
+        """
+        check_is_fitted(self)
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 2 or X.shape[1] != self.components_.shape[0]:
+            raise ValueError(
+                f"X has shape {X.shape}; expected (n_samples, "
+                f"{self.components_.shape[0]}) row factors."
+            )
+        return X @ self.components_
 
     def score(self, X, y=None):
         """Mean log-likelihood per entry of ``X`` under the fitted model.
