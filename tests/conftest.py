@@ -14,14 +14,7 @@ import pytest
 
 from skprivfact.privacy import reproducible_noise
 
-OUTDATED_TESTS = {
-    "tests/test_poisson_mf.py::test_verbose_output": (
-        "asserts PrivatePoissonMF's former verbose lines ('iteration 5: "
-        "log-likelihood per entry', 'chain 0: sweep 10/10'); issue 16 replaced "
-        "them by the shared format of skprivfact.utils._progress, tested in "
-        "tests/test_conventions.py"
-    ),
-}
+OUTDATED_TESTS = {}
 
 
 def pytest_configure(config):

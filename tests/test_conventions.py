@@ -121,11 +121,15 @@ def _transformers():
         "DPSEPRegressor": dict(max_iter=2, bounds_X=(0, 30), bounds_y=(0, 60),
                                random_state=0),
         "GeometricPrivatizer": dict(random_state=0),
+        "DPSEPGaussianMixture": dict(n_components=2, max_iter=2, bounds_X=(0, 30),
+                                     random_state=0),
+        "DPSigmoidBeliefNet": dict(n_components=2, max_iter=2, random_state=0),
     }
     found = []
     for name in skprivfact.__all__:
         cls = getattr(skprivfact, name)
         if isinstance(cls, type) and hasattr(cls, "transform"):
+            assert name in params, f"add {name} to _transformers' params"
             marks = []
             if not hasattr(cls, "get_feature_names_out"):
                 marks = [pytest.mark.xfail(
@@ -164,6 +168,9 @@ def test_poisson_mf_verbose_uses_the_shared_line_format(counts, capsys):
     PrivatePoissonMF(2, epsilon=1.0, max_iter=20, tol=0.0, verbose=1,
                      random_state=0).fit(counts[1])
     lines = capsys.readouterr().out.splitlines()
+    # The progress lines, then the fit's summary of its components.
+    assert lines[-1].startswith("largest cosine similarity between two components: ")
+    lines = lines[:-1]
     assert lines
     parsed = [_LINE.match(line) for line in lines]
     assert all(parsed), lines
@@ -181,6 +188,8 @@ def test_poisson_mf_verbose_bar_without_tqdm_prints_lines(counts, solver, monkey
     PrivatePoissonMF(2, solver=solver, max_iter=10, n_burn_in=5, n_kept_samples=5,
                      verbose="bar", random_state=0).fit(counts[0])
     lines = capsys.readouterr().out.splitlines()
+    assert lines[-1].startswith("largest cosine similarity between two components: ")
+    lines = lines[:-1]
     assert lines and all(_LINE.match(line) for line in lines), lines
 
 

@@ -48,6 +48,25 @@ def _output_dtype(X):
     """float32 for float32 input (as NMF does), float64 otherwise."""
     return np.float32 if getattr(X, "dtype", None) == np.float32 else np.float64
 
+# Smallest epsilon / sensitivity accepted: below it the noise swamps any count
+# (standard deviation sqrt(2 alpha) / (1 - alpha) > 1.4e6) and 1 - alpha
+# carries fewer than 10 significant digits.
+MIN_EPSILON_PER_UNIT = 1e-6
+
+# Components more similar than this (cosine) are reported as coinciding.
+SIMILARITY_WARNING = 0.95
+
+
+def max_cosine_similarity(components):
+    """Largest cosine similarity between two rows of ``components`` (0 for one row)."""
+    if components.shape[0] < 2:
+        return 0.0
+    norms = np.linalg.norm(components, axis=1)
+    unit = components / np.maximum(norms, 1e-300)[:, None]
+    similarity = unit @ unit.T
+    np.fill_diagonal(similarity, -np.inf)
+    return float(similarity.max())
+
 
 class PrivatePoissonMF(
     ClassNamePrefixFeaturesOutMixin, TransformerMixin, LocalPrivacyEstimator
@@ -84,6 +103,9 @@ class PrivatePoissonMF(
         Number of factors K.
     epsilon : float, default=None
         Privacy parameter the input was privatized with; None for clean counts.
+        ``epsilon / sensitivity`` must be at least 1e-6 (the noise's standard
+        deviation is then 1.4e6 per count already); smaller values raise a
+        ValueError.
     sensitivity : int, default=1
         The L1 distance N of limited-precision local privacy the input was
         privatized with.
@@ -118,12 +140,18 @@ class PrivatePoissonMF(
     evaluate_every : int, default=5
         How often (in sweeps) CAVI evaluates its stopping objective; the
         evaluation costs about one sweep for noisy data.
-    bessel_statistic : {"mean", "mode"}, default="mean"
-        CAVI with noise: the summary of the Bessel-distributed min(y+, g-)
-        that each sweep uses. "mean" is the exact CAVI expectation under
-        ``q(min(y+, g-)) = Bessel(|y~|, a)``; "mode" is the cheaper Bessel-mode
-        approximation of Schofield et al., which underestimates the true
-        counts more (see ``benchmarks/bench_poisson_mf.py`` for both).
+    noise_update : {"marginal", "bessel-mean", "bessel-mode"}, \
+            default="marginal"
+        CAVI with noise: how each sweep infers the true counts. "marginal"
+        integrates the noise out of each entry exactly, takes the expected
+        true count at the rate E[mu], and scales the expected counts so that
+        their total is the noisy total (an unbiased estimate of the true
+        total). "bessel-mean" and "bessel-mode" are the algorithm of
+        Schofield et al., with a gamma factor per entry for each noise rate
+        and the mean or the mode of the Bessel-distributed min(y+, g-); on
+        sparse counts under heavy noise (epsilon/N <= 2) the noise rates
+        absorb most counts there, the fitted total rate shrinks and
+        components coincide.
     n_burn_in : int, default=1000
         MCMC sweeps discarded before keeping samples.
     n_kept_samples : int, default=500
@@ -169,6 +197,16 @@ class PrivatePoissonMF(
         Prior rate of phi per component.
     alpha_ : float or None
         The noise ratio exp(-epsilon / sensitivity); None without privacy.
+    count_scale_ : float
+        ``noise_update="marginal"`` with noise: the factor that brought the
+        expected true counts of the training rows to their noisy total in
+        the last sweep (for MCMC, in a CAVI pass over the training rows with
+        the sampled components); :meth:`transform` applies the same factor
+        to new rows. 1.0 otherwise.
+    max_component_similarity_ : float
+        Largest cosine similarity between two rows of ``components_``: near
+        1 means two components describe the same pattern (a warning is
+        raised above 0.95; ``verbose`` prints it).
     n_iter_ : int
         Number of sweeps run (MCMC: burn-in plus kept, per chain).
     objective_trace_ : ndarray of shape (n_evaluations, 2)
@@ -254,7 +292,7 @@ class PrivatePoissonMF(
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="left")],
         "evaluate_every": [Interval(Integral, 1, None, closed="left")],
-        "bessel_statistic": [StrOptions({"mean", "mode"})],
+        "noise_update": [StrOptions({"marginal", "bessel-mean", "bessel-mode"})],
         "n_burn_in": [Interval(Integral, 0, None, closed="left")],
         "n_kept_samples": [Interval(Integral, 1, None, closed="left")],
         "n_chains": [Interval(Integral, 1, None, closed="left")],
@@ -279,7 +317,7 @@ class PrivatePoissonMF(
         max_iter=200,
         tol=1e-4,
         evaluate_every=5,
-        bessel_statistic="mean",
+        noise_update="marginal",
         n_burn_in=1000,
         n_kept_samples=500,
         n_chains=1,
@@ -300,7 +338,7 @@ class PrivatePoissonMF(
         self.max_iter = max_iter
         self.tol = tol
         self.evaluate_every = evaluate_every
-        self.bessel_statistic = bessel_statistic
+        self.noise_update = noise_update
         self.n_burn_in = n_burn_in
         self.n_kept_samples = n_kept_samples
         self.n_chains = n_chains
@@ -309,6 +347,13 @@ class PrivatePoissonMF(
         self.verbose = verbose
 
     def _check_params(self):
+        if self.epsilon is not None and self.epsilon / self.sensitivity < MIN_EPSILON_PER_UNIT:
+            raise ValueError(
+                f"epsilon / sensitivity = {self.epsilon / self.sensitivity:.3g} is below "
+                f"{MIN_EPSILON_PER_UNIT:g}: the noise's standard deviation would exceed "
+                f"{math.sqrt(2.0) / MIN_EPSILON_PER_UNIT:.2g} per count, which leaves "
+                "nothing to fit (and 1 - alpha loses its precision in floating point)."
+            )
         if self.privatize and self.epsilon is None:
             raise ValueError(
                 "privatize=True releases the input with geometric noise at "
@@ -390,7 +435,7 @@ class PrivatePoissonMF(
         finally:
             relay.close()
 
-    def _fit(self, X):
+    def _fit(self, X, return_factors=True):
         self._check_params()
         dtype = _output_dtype(X)
         solver_verbose = 1 if self.verbose else 0  # the solvers take an int
@@ -431,7 +476,7 @@ class PrivatePoissonMF(
                     theta_prior=theta_prior, phi_prior=phi_prior,
                     empirical_bayes=self.empirical_bayes, max_iter=self.max_iter,
                     tol=self.tol, evaluate_every=self.evaluate_every,
-                    bessel_statistic=self.bessel_statistic, verbose=solver_verbose,
+                    noise_update=self.noise_update, verbose=solver_verbose,
                 )
             if self.tol > 0 and result["n_iter"] == self.max_iter:
                 warnings.warn(
@@ -445,8 +490,9 @@ class PrivatePoissonMF(
             self.factor_prior_shape_, self.factor_prior_rate_ = result["theta_prior"]
             self.component_prior_shape_, self.component_prior_rate_ = result["phi_prior"]
             self.n_iter_ = result["n_iter"]
+            self.count_scale_ = result["count_scale"]
             self.objective_trace_ = np.array(result["objective_trace"]).reshape(-1, 2)
-            row_factors = result["theta_shape"] / result["theta_rate"]
+            row_factors = None  # below, once the fitted attributes are set
         else:
             from ._mcmc import fit_mcmc_chains
 
@@ -486,7 +532,32 @@ class PrivatePoissonMF(
         self.components_ = (self.component_shape_ / self.component_rate_).astype(
             dtype, copy=False)
         self.alpha_ = alpha
-        return row_factors.astype(dtype, copy=False)
+        self.max_component_similarity_ = max_cosine_similarity(self.components_)
+        if self.verbose:
+            print(f"largest cosine similarity between two components: "
+                  f"{self.max_component_similarity_:.4f}")
+        if self.max_component_similarity_ > SIMILARITY_WARNING:
+            warnings.warn(
+                f"Two fitted components have cosine similarity "
+                f"{self.max_component_similarity_:.4f} > {SIMILARITY_WARNING}: they "
+                "describe the same pattern. Fewer components, more data or (with "
+                "privacy) a larger epsilon give distinct ones.",
+                UserWarning,
+            )
+        if self.solver == "cavi" and return_factors:
+            # the training rows' factors are those transform gives them: the
+            # joint sweeps stop with theta a step behind phi, and the row
+            # problem with q(phi) fixed has more than one fixed point, so
+            # fit_transform(X) and transform(X) would otherwise disagree
+            row_factors = self._infer_rows(X)
+        elif self.solver == "mcmc":
+            # transform runs CAVI with q(phi) from the samples: its count
+            # scale is fitted on the training rows, so that new rows get the
+            # totals the sampler found
+            self.count_scale_ = 1.0
+            if alpha is not None and self.noise_update == "marginal":
+                self.count_scale_ = self._infer_rows(X, fit_scale=True)[1]
+        return None if row_factors is None else row_factors.astype(dtype, copy=False)
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None, **fit_params):
@@ -509,7 +580,7 @@ class PrivatePoissonMF(
             Fitted estimator.
         """
         check_no_fit_params(self, fit_params, _SAMPLE_WEIGHT_REASON)
-        self._fit(X)
+        self._fit(X, return_factors=False)
         return self
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -528,13 +599,16 @@ class PrivatePoissonMF(
         Returns
         -------
         X_new : ndarray of shape (n_samples, n_components)
-            E[theta] of each row.
+            E[theta] of each row: for CAVI, those :meth:`transform` gives the
+            same rows after the fit (found with q(phi) fixed from the same
+            start); for MCMC, the mean of the samples.
         """
         check_no_fit_params(self, fit_params, _SAMPLE_WEIGHT_REASON)
         return self._fit(X)
 
-    def _infer_rows(self, X):
-        """E[theta] for prepared rows X with q(phi) held fixed (CAVI)."""
+    def _infer_rows(self, X, fit_scale=False):
+        """E[theta] for prepared rows X with q(phi) held fixed (CAVI); with
+        ``fit_scale``, also the count scale fitted on X."""
         alpha = self.alpha_
         n_rows = X.shape[0]
         K = self.n_components
@@ -555,9 +629,11 @@ class PrivatePoissonMF(
             theta_prior=theta_prior, phi_prior=phi_prior,
             update_components=False, max_iter=self.max_iter, tol=self.tol,
             evaluate_every=self.evaluate_every,
-            bessel_statistic=self.bessel_statistic, verbose=0,
+            noise_update=self.noise_update,
+            count_scale=None if fit_scale else self.count_scale_, verbose=0,
         )
-        return result["theta_shape"] / result["theta_rate"]
+        row_factors = result["theta_shape"] / result["theta_rate"]
+        return (row_factors, result["count_scale"]) if fit_scale else row_factors
 
     def transform(self, X):
         """Posterior mean of the factors of new rows, components held fixed.
@@ -577,6 +653,28 @@ class PrivatePoissonMF(
         dtype = _output_dtype(X)
         X, _ = self._check_input(X, reset=False, rng=self._noise_rng)
         return self._infer_rows(X).astype(dtype, copy=False)
+
+    def inverse_transform(self, X):
+        """Poisson rates of rows from their factors: ``X @ components_``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_components)
+            Row factors, as returned by :meth:`transform`.
+
+        Returns
+        -------
+        X_original : ndarray of shape (n_samples, n_features)
+            The rows' expected (clean) counts under the fitted model.
+        """
+        check_is_fitted(self)
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 2 or X.shape[1] != self.components_.shape[0]:
+            raise ValueError(
+                f"X has shape {X.shape}; expected (n_samples, "
+                f"{self.components_.shape[0]}) row factors."
+            )
+        return X @ self.components_
 
     def score(self, X, y=None):
         """Mean log-likelihood per entry of ``X`` under the fitted model.

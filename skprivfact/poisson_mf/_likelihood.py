@@ -18,6 +18,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from ._parallel import parallel_kernel
 from ._simd import simd_exp, simd_log
 
 _TAIL_CUTOFF = 1e-18
@@ -281,7 +282,7 @@ def _noisy_logpmf_row(counts, rates, alpha, log_alpha, log_const, out, buffers):
 _ROWS_PER_BLOCK = 32
 
 
-@njit(cache=True, parallel=True)
+@parallel_kernel
 def noisy_loglik_sum(noisy, row_factors, components, alpha):
     """Sum over a dense noisy matrix of log P(noisy[d, v]) at mu = theta @ phi."""
     n_rows, n_cols = noisy.shape
@@ -309,7 +310,7 @@ def noisy_loglik_sum(noisy, row_factors, components, alpha):
     return row_totals.sum()
 
 
-@njit(cache=True, parallel=True)
+@parallel_kernel
 def _clean_nonzero_terms(indptr, indices, data, row_factors, components):
     n_rows = indptr.shape[0] - 1
     n_components = components.shape[0]

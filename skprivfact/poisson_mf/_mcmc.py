@@ -1,9 +1,14 @@
 """Gibbs sampler for (locally private) Poisson factorization (Schein et al. 2019).
 
-One sweep: per entry, the Bessel step for min(y+, g-), a binomial
-split of y+ into the true count and g+, gamma draws of the two noise rates,
-and a multinomial split of the true count over the K components; then the
-conjugate gamma draws of phi and theta from the sub-count totals.
+One sweep: per entry, a draw of the true count from its law given the noisy
+count and the rate mu with the noise integrated out (``_noisy_count``; the
+Bessel step, binomial split and noise-rate draws of Schein et al. collapsed
+into one exact draw), and a multinomial split of the true count over the K
+components; then the conjugate gamma draws of phi and theta from the
+sub-count totals. Collapsing the noise rates removes a slow mode of the
+augmented chain: where mu exceeds the noisy count, min(y+, g-) and the
+negative noise rate feed each other, and on large counts the Bessel draws
+then walk for minutes.
 
 Speed: the per-entry draws are exact samplers chosen for the counts that
 occur (mostly 0, 1 or 2): Bessel draws by inversion from the mode decided by
@@ -29,9 +34,9 @@ import scipy.sparse as sp
 from joblib import Parallel, delayed
 from numba import njit, prange, uint64
 
-from ._bessel import bessel_draw
 from ._cavi import blas_single_threaded
-from ._simd import simd_log
+from ._noisy_count import draw_true_count
+from ._parallel import parallel_kernel
 
 _GOLDEN_GAMMA = 0x9E3779B97F4A7C15
 # Counts up to this are drawn from the row's own stream (Bernoulli trials,
@@ -114,46 +119,6 @@ def _binomial(n, p, state, numba_seed):
 
 
 @njit(cache=True)
-def _erlang_large(shape, state, numba_seed, product):
-    # the factors after the first three
-    if shape > _SMALL_COUNT:
-        _seed_numba_generator(numba_seed)
-        return -(np.random.gamma(shape - 3.0) - math.log(product)), state
-    for _ in range(int(shape) - 3):
-        uniform, state = _uniform(state)
-        product *= 1.0 - uniform
-    return product, state
-
-
-@njit(cache=True, inline="always")
-def _erlang_deferred(shape, state, numba_seed):
-    """Gamma(shape) for a positive integer shape, deferred: the product of
-    ``shape`` uniforms (on (0, 1]; 16 factors of at least 2^-53 stay normal),
-    whose -log is the draw, or (shape > 16, numba's sampler) minus the draw
-    itself. ``_finish_erlangs`` takes the logarithms a row at a time."""
-    first, state = _uniform(state)
-    second, state = _uniform(state)
-    third, state = _uniform(state)
-    product = ((1.0 - first) * (1.0 - second if shape >= 2.0 else 1.0)
-               * (1.0 - third if shape >= 3.0 else 1.0))
-    if shape > 3.0:
-        return _erlang_large(shape, state, numba_seed, product)
-    return product, state
-
-
-# numpy's error model: simd_log's division cannot raise, and without the
-# branch of Python's ZeroDivisionError the loop compiles to SIMD code.
-@njit(cache=True, error_model="numpy")
-def _finish_erlangs(deferred, scale):
-    """The draws of ``_erlang_deferred`` times ``scale``, in place, in one
-    loop the compiler turns into SIMD code."""
-    for v in range(deferred.shape[0]):
-        value = deferred[v]
-        logged = -scale * simd_log(value)
-        deferred[v] = logged if value > 0.0 else -scale * value
-
-
-@njit(cache=True)
 def _split_over_components(count, theta_row, phi_column, row_totals, col_totals,
                            cumulative, state, numba_seed):
     """Multinomial(count, theta_k phi_kv / sum) added to the row's and the
@@ -196,13 +161,13 @@ def _split_over_components(count, theta_row, phi_column, row_totals, col_totals,
     return state
 
 
-@njit(cache=True, parallel=True)
-def _private_sweep(noisy, theta, phi_t, rates, noise_pos, noise_neg, alpha,
-                   chain_seed, sweep, row_totals, col_totals_chunks, with_loglik):
-    """Steps 1-4 over every entry; returns the complete-data log-likelihood
-    of the drawn true counts (0 unless ``with_loglik``). ``phi_t`` is phi
-    transposed (n_cols, K) and the column totals are kept per chunk of rows
-    as (n_cols, K)."""
+@parallel_kernel
+def _private_sweep(noisy, theta, phi_t, rates, alpha, chain_seed, sweep, row_totals,
+                   col_totals_chunks, with_loglik):
+    """The true counts and their split over the components, every entry;
+    returns the complete-data log-likelihood of the drawn true counts (0
+    unless ``with_loglik``). ``phi_t`` is phi transposed (n_cols, K) and the
+    column totals are kept per chunk of rows as (n_cols, K)."""
     n_rows, n_cols = noisy.shape
     n_components = theta.shape[1]
     n_chunks = col_totals_chunks.shape[0]
@@ -221,26 +186,14 @@ def _private_sweep(noisy, theta, phi_t, rates, noise_pos, noise_neg, alpha,
             _start_row(numba_seed, state)
             n_positive = 0
             for v in range(n_cols):
-                count = noisy[d, v]
-                mu = rates[d, v]
-                lam_pos = noise_pos[d, v]
-                lam_neg = noise_neg[d, v]
-                # Bessel(|y~|, a) with (a/2)^2 = (lambda+ + mu) lambda-
                 uniform, state = _uniform(state)
-                m = bessel_draw(abs(count), (lam_pos + mu) * lam_neg, uniform)
-                # y+ = m + max(y~, 0) and g- = m + max(-y~, 0)
-                total_pos = m + max(count, 0.0)
-                g_neg = m + max(-count, 0.0)
-                keep = mu / (mu + lam_pos) if mu > 0.0 else 0.0
-                true_count, state = _binomial(int(total_pos), keep, state, numba_seed)
-                noise_pos[d, v], state = _erlang_deferred(1.0 + total_pos - true_count,
-                                                          state, numba_seed)
-                noise_neg[d, v], state = _erlang_deferred(1.0 + g_neg, state, numba_seed)
+                second, state = _uniform(state)
+                # y | y~, mu with the noise integrated out (collapsed Gibbs)
+                true_count = int(draw_true_count(noisy[d, v], rates[d, v], alpha,
+                                                 uniform, second))
                 positive_cols[n_positive] = v
                 positive_counts[n_positive] = true_count
                 n_positive += true_count > 0
-            _finish_erlangs(noise_pos[d], alpha)
-            _finish_erlangs(noise_neg[d], alpha)
             acc = 0.0
             for j in range(n_positive):
                 v = positive_cols[j]
@@ -258,7 +211,7 @@ def _private_sweep(noisy, theta, phi_t, rates, noise_pos, noise_neg, alpha,
     return loglik_rows.sum()
 
 
-@njit(cache=True, parallel=True)
+@parallel_kernel
 def _clean_sweep(indptr, indices, data, theta, phi_t, chain_seed, sweep,
                  row_totals, col_totals_chunks):
     """Step 4 at the non-zeros of a CSR count matrix; returns the part of the
@@ -326,9 +279,6 @@ def run_chain(X, alpha, n_components, theta_prior, phi_prior, n_burn_in, n_kept,
     # the kernels read phi a column at a time: they get phi transposed
     phi_t = np.ascontiguousarray(phi.T)
     if not clean:
-        prior_mean_noise = alpha / (1.0 - alpha)
-        noise_pos = np.full(X.shape, prior_mean_noise)
-        noise_neg = np.full(X.shape, prior_mean_noise)
         rates = np.empty(X.shape)
     row_totals = np.zeros((n_rows, n_components))
     # one buffer of column totals per thread (integer-valued float sums, exact
@@ -350,9 +300,8 @@ def run_chain(X, alpha, n_components, theta_prior, phi_prior, n_burn_in, n_kept,
             loglik -= float(theta.sum(axis=0) @ phi_t.sum(axis=0))
         else:
             np.matmul(theta, phi_t.T, out=rates)
-            loglik = _private_sweep(X, theta, phi_t, rates, noise_pos, noise_neg, alpha,
-                                    kernel_seed, sweep, row_totals, col_totals_chunks,
-                                    with_loglik)
+            loglik = _private_sweep(X, theta, phi_t, rates, alpha, kernel_seed, sweep,
+                                    row_totals, col_totals_chunks, with_loglik)
         col_totals_t = col_totals_chunks[0] if n_chunks == 1 else col_totals_chunks.sum(axis=0)
         phi_t = rng.gamma(phi_prior_shape + col_totals_t) / (
             phi_prior_rate + theta.sum(axis=0))

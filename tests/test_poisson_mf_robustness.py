@@ -1,0 +1,108 @@
+"""PrivatePoissonMF: extreme noise and counts finish, and fits survive fork()."""
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from skprivfact.datasets import make_poisson_factorization
+from skprivfact.mechanisms import two_sided_geometric
+from skprivfact.poisson_mf import PrivatePoissonMF
+from skprivfact.poisson_mf._noisy_count import posterior_count_moments
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _run_python(code, timeout):
+    """Run ``code`` in a fresh interpreter on this checkout; a hang fails the
+    test at ``timeout`` seconds instead of stalling the suite."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    try:
+        done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
+                              capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"no result after {timeout} s")
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def test_epsilon_below_the_limit_is_a_clear_error():
+    X = np.ones((5, 4))
+    with pytest.raises(ValueError, match="below 1e-06"):
+        PrivatePoissonMF(2, epsilon=1e-7).fit(X)
+    with pytest.raises(ValueError, match="below 1e-06"):
+        PrivatePoissonMF(2, epsilon=1e-5, sensitivity=100).fit(X)
+
+
+def test_true_count_moments_take_bounded_work_at_any_scale():
+    # the per-entry work behind CAVI and MCMC at tiny epsilon and huge
+    # counts: the moments stay exact where a direct sum would need ~1e6 terms
+    alpha = np.exp(-1e-6)
+    mean, var = posterior_count_moments(2e6, 1.0, alpha)
+    assert mean == pytest.approx(1.0, rel=1e-5) and var == pytest.approx(1.0, rel=1e-5)
+    mean, var = posterior_count_moments(1e12, 1e12, np.exp(-1.0))
+    assert mean == pytest.approx(1e12, rel=1e-12) and 1.0 < var < 3.0
+    # far from the kink: Poisson(r alpha) above the count
+    mean, var = posterior_count_moments(3.0, 1e12, np.exp(-1.0))
+    assert mean == pytest.approx(1e12 * np.exp(-1.0), rel=1e-9)
+    assert var == pytest.approx(1e12 * np.exp(-1.0), rel=1e-3)
+
+
+@pytest.mark.parametrize("solver", ["cavi", "mcmc"])
+def test_tiny_epsilon_single_row_and_huge_counts_finish(solver, tmp_path):
+    X, _, _, _ = make_poisson_factorization(200, 20, 3, factor_shape=1.0, random_state=0)
+    fits = {
+        "epsilon 1e-6": (X + two_sided_geometric(1e-6, 1, X.shape, random_state=0), 1e-6),
+        "one row": (X[:1] + two_sided_geometric(1.0, 1, (1, 20), random_state=0), 1.0),
+        "counts near 1e12": (X * 10**11 + two_sided_geometric(1.0, 1, X.shape, random_state=0),
+                             1.0),
+    }
+    for name, (noisy, epsilon) in fits.items():
+        np.save(tmp_path / f"{name.replace(' ', '_')}.npy", noisy)
+    code = f"""
+        import warnings
+        import numpy as np
+        from skprivfact.poisson_mf import PrivatePoissonMF
+        warnings.simplefilter("ignore")
+        for name, epsilon in {[(name, eps) for name, (_, eps) in fits.items()]!r}:
+            X = np.load(f"{tmp_path}/{{name.replace(' ', '_')}}.npy")
+            model = PrivatePoissonMF(3, epsilon=epsilon, solver={solver!r}, n_burn_in=100,
+                                     n_kept_samples=50, random_state=0)
+            rates = model.fit_transform(X) @ model.components_
+            assert np.all(np.isfinite(rates)), name
+            print(name, float(rates.sum() / max(X.sum(), 1.0)))
+    """
+    out = _run_python(code, timeout=120)
+    ratios = dict(line.rsplit(" ", 1) for line in out.strip().splitlines())
+    # the huge counts are fitted, not lost to the noise
+    assert float(ratios["counts near 1e12"]) == pytest.approx(1.0, rel=0.05)
+
+
+def test_grid_search_in_worker_processes_after_a_fit():
+    # numba's GNU OpenMP pool kills forked children; the kernels' serial
+    # twins keep joblib's fork-based backend working after a fit
+    code = """
+        import warnings
+        from joblib import parallel_backend
+        from sklearn.model_selection import GridSearchCV
+        from skprivfact.datasets import make_poisson_factorization
+        from skprivfact.poisson_mf import PrivatePoissonMF
+        warnings.simplefilter("ignore")
+        X, X_noisy, _, _ = make_poisson_factorization(40, 12, 2, factor_shape=1.0,
+                                                      epsilon=2.0, random_state=0)
+        PrivatePoissonMF(2, epsilon=2.0, max_iter=10, random_state=0).fit(X_noisy)
+        for solver in ("cavi", "mcmc"):
+            for backend in ("loky", "multiprocessing", "threading"):
+                model = PrivatePoissonMF(2, epsilon=2.0, solver=solver, max_iter=10,
+                                         n_burn_in=10, n_kept_samples=5, random_state=0)
+                with parallel_backend(backend):
+                    search = GridSearchCV(model, {"n_components": [1, 2]}, cv=2, n_jobs=2)
+                    search.fit(X_noisy)
+                print(solver, backend, search.best_params_["n_components"])
+    """
+    out = _run_python(code, timeout=240)
+    assert len(out.strip().splitlines()) == 6
