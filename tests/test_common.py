@@ -59,13 +59,6 @@ EXTRA_PARAMS = {
     },
 }
 
-_TRANSFORM_MODE = (
-    "transform re-infers the row factors from a fixed symmetric start with "
-    "q(phi) held fixed; under the sparse gamma prior (shape 0.1) a row's "
-    "posterior is multimodal and transform can settle in another mode than "
-    "fit_transform's joint fit (factors differ by up to 2 here, at any max_iter)"
-)
-
 # Every expected failure of the common checks, keyed by class name or
 # "class name, label" of an EXTRA_PARAMS configuration.
 EXPECTED_FAILED_CHECKS = {
@@ -78,16 +71,6 @@ EXPECTED_FAILED_CHECKS = {
     "DPLDA": {
         "check_fit_score_takes_y": "partial_fit after fit spends beyond the "
         "epsilon budget, which raises PrivacyBudgetExceededError by design",
-    },
-    "PrivatePoissonMF": {
-        "check_transformer_general": _TRANSFORM_MODE,
-        "check_transformer_general(readonly_memmap=True)": _TRANSFORM_MODE,
-        "check_transformer_data_not_an_array": _TRANSFORM_MODE,
-    },
-    "PrivatePoissonMF, private": {
-        "check_transformer_general": _TRANSFORM_MODE,
-        "check_transformer_general(readonly_memmap=True)": _TRANSFORM_MODE,
-        "check_transformer_data_not_an_array": _TRANSFORM_MODE,
     },
 }
 
