@@ -686,7 +686,7 @@ class DPBayesLogReg(ClassifierMixin, TransformerMixin, CentralPrivacyEstimator):
         return np.column_stack([mean, np.sqrt(np.maximum(variance, 0.0))])
 
     def get_feature_names_out(self, input_features=None):
-        """Names of the two columns of :meth:`transform`.
+        """Get the names of the two columns of :meth:`transform`.
 
         Parameters
         ----------

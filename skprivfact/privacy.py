@@ -518,6 +518,7 @@ class PrivacyEngine:
         Returns
         -------
         rng : numpy.random.Generator
+            A generator that nothing else uses.
         """
         if self._testing_stream is None:
             # default_rng() seeds a new SeedSequence with 128 bits from the

@@ -23,7 +23,7 @@ def poisson_loglik_per_entry(X_clean, rates):
     Returns
     -------
     loglik : float
-        sum(x log(rate) - rate - log(x!)) / n_entries.
+        The mean ``x log(rate) - rate - log(x!)`` over the entries.
     """
     X_clean = X_clean.toarray() if hasattr(X_clean, "toarray") else np.asarray(X_clean)
     X_clean = X_clean.astype(np.float64)
@@ -63,8 +63,10 @@ def heldout_loglik(estimator, X, X_clean):
 
 
 def generalized_kl_divergence(rates, estimate):
-    """Mean generalized KL divergence sum(r log(r / e) - r + e) / n of estimated
-    rates from the true ones (0 for a perfect estimate).
+    """Mean generalized KL divergence of estimated rates from the true ones.
+
+    The mean over entries of ``r log(r / e) - r + e``: 0 for a perfect
+    estimate.
 
     Parameters
     ----------
@@ -76,6 +78,7 @@ def generalized_kl_divergence(rates, estimate):
     Returns
     -------
     divergence : float
+        The mean divergence per entry.
     """
     rates = np.asarray(rates, dtype=np.float64)
     estimate = np.maximum(np.asarray(estimate, dtype=np.float64), _RATE_FLOOR)
