@@ -16,6 +16,7 @@ from sklearn.utils.validation import (
     check_is_fitted,
     validate_data,
 )
+from threadpoolctl import threadpool_limits
 
 from .base import CentralPrivacyEstimator
 from .exceptions import PrivacyLeakWarning
@@ -638,18 +639,23 @@ class DPBayesLogReg(ClassifierMixin, TransformerMixin, CentralPrivacyEstimator):
             self.learning_decay_ = float(self.learning_decay)
 
         rows = _design_rows(X, self.data_norm_, self.fit_intercept)
-        mean, covariance, shape, rate = _fit_vips(
-            rows,
-            labels,
-            data_norm=self.data_norm_,
-            engine=engine,
-            n_iter=engine.plan.n_releases,
-            prior_shape=self.prior_shape,
-            prior_rate=self.prior_rate,
-            learning_decay=self.learning_decay_,
-            learning_offset=self.learning_offset,
-            progress=self._make_progress(engine.plan.n_releases),
-        )
+        # The products are tall and thin and the matrices small (n_weights
+        # square): a second BLAS thread costs more in synchronisation than it
+        # saves (benchmarks/bench_logistic.py speed, a1a: 0.05 s with one
+        # thread, 0.36 s with two on 2 busy cores).
+        with threadpool_limits(limits=1, user_api="blas"):
+            mean, covariance, shape, rate = _fit_vips(
+                rows,
+                labels,
+                data_norm=self.data_norm_,
+                engine=engine,
+                n_iter=engine.plan.n_releases,
+                prior_shape=self.prior_shape,
+                prior_rate=self.prior_rate,
+                learning_decay=self.learning_decay_,
+                learning_offset=self.learning_offset,
+                progress=self._make_progress(engine.plan.n_releases),
+            )
         self.n_iter_ = self.max_iter
         scaling = _coef_scaling(X.shape[1], self.data_norm_, self.fit_intercept)
         coef = scaling * mean
