@@ -64,20 +64,23 @@ os.environ.setdefault("NUMBA_CACHE_DIR", tempfile.mkdtemp(prefix="skprivfact-num
 import math
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
 import numba
 import numpy as np
 import scipy.sparse as sp
 from sklearn.decomposition import NMF
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from skprivfact.datasets import get_data_home, make_poisson_factorization
+from skprivfact.datasets import make_poisson_factorization
 from skprivfact.mechanisms import two_sided_geometric
 from skprivfact.poisson_mf import PrivatePoissonMF
 from skprivfact.poisson_mf._cavi import fit_cavi
 from skprivfact.poisson_mf._likelihood import clean_loglik_sum
 from skprivfact.poisson_mf._mcmc import run_chain
 
-DATA = get_data_home()
+from bench_poisson_mf_real import load as load_real_counts  # noqa: E402
+
 
 
 def generalized_kl(rates, estimate):
@@ -244,34 +247,11 @@ def recovery_and_speed(args):
               f"sweeps {rows[-1][3]:5d}  {seconds:7.1f} s", flush=True)
 
 
-def load_real(name, n_rows, n_words, rng):
-    if name == "sotu":
-        path = DATA / "sotu" / "sotu_counts_csr.npz"
-        if not path.exists():
-            return None
-        X = sp.load_npz(path).tocsr()
-    else:
-        path = DATA / "kos" / "docword.kos.txt"
-        if not path.exists():
-            return None
-        with open(path) as handle:
-            n_docs, n_vocab, _ = (int(handle.readline()) for _ in range(3))
-            triples = np.loadtxt(handle, dtype=np.int64)
-        X = sp.csr_matrix((triples[:, 2], (triples[:, 0] - 1, triples[:, 1] - 1)),
-                          shape=(n_docs, n_vocab))
-    top = np.argsort(-np.asarray(X.sum(axis=0)).ravel(), kind="stable")[:n_words]
-    X = X[:, np.sort(top)]
-    X = X[np.asarray(X.sum(axis=1)).ravel() > 0]
-    if X.shape[0] > n_rows:
-        X = X[np.sort(rng.choice(X.shape[0], n_rows, replace=False))]
-    return X.toarray().astype(np.int64)
-
-
 def real_data(args):
     n_components = 20
     for name in ("sotu", "kos"):
         rng = np.random.default_rng(0)
-        X = load_real(name, args.real_rows, args.real_words, rng)
+        X = load_real_counts(name, args.real_rows, args.real_words, rng)
         if X is None:
             print(f"{name}: data absent, skipped")
             continue

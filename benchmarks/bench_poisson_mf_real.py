@@ -33,17 +33,17 @@ import argparse
 import sys
 import time
 import warnings
-from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.decomposition import NMF
 from sklearn.exceptions import ConvergenceWarning
 
+from skprivfact.datasets import get_data_home
 from skprivfact.mechanisms import two_sided_geometric
 from skprivfact.poisson_mf import PrivatePoissonMF, heldout_loglik, poisson_loglik_per_entry
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+DATA = get_data_home()
 
 
 def load(name, n_rows, n_words, rng):
