@@ -281,16 +281,20 @@ class PrivacyBudget:
             self.n_fits += 1
             return self.n_fits
 
+    def _refuse_next(self, plan, owner, sample_rate):
+        """Raise if one more release would exceed the budget (lock held)."""
+        self._check_compatible(plan)
+        total = self._would_spend(plan.noise_multiplier, sample_rate, 1)
+        if total > self.epsilon:
+            raise PrivacyBudgetExceededError(
+                f"One more {owner} release would take the shared budget to "
+                f"epsilon = {total:.4g}, beyond its epsilon = {self.epsilon!r}."
+            )
+
     def _charge(self, plan, owner, sample_rate):
         """Record one release; refuse it if it would exceed the budget."""
         with self._lock:
-            self._check_compatible(plan)
-            total = self._would_spend(plan.noise_multiplier, sample_rate, 1)
-            if total > self.epsilon:
-                raise PrivacyBudgetExceededError(
-                    f"One more {owner} release would take the shared budget to "
-                    f"epsilon = {total:.4g}, beyond its epsilon = {self.epsilon!r}."
-                )
+            self._refuse_next(plan, owner, sample_rate)
             self._accountant.compose(plan.noise_multiplier, sample_rate, 1)
             if self.charges and self.charges[-1][:3] == (
                 owner,
@@ -592,14 +596,7 @@ class PrivacyEngine:
         self._check_step(rate)
         if self.budget is not None:
             with self.budget._lock:
-                self.budget._check_compatible(self.plan)
-                total = self.budget._would_spend(self.plan.noise_multiplier, rate, 1)
-            if total > self.budget.epsilon:
-                raise PrivacyBudgetExceededError(
-                    f"One more {self.owner} release would take the shared budget "
-                    f"to epsilon = {total:.4g}, beyond its epsilon = "
-                    f"{self.budget.epsilon!r}."
-                )
+                self.budget._refuse_next(self.plan, self._charge_label, rate)
 
     def release(self, blocks, sensitivities, *, symmetric=None, sample_rate=None):
         """Release clipped, summed statistics as one Gaussian mechanism.

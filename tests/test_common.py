@@ -54,6 +54,17 @@ COUNT_ESTIMATORS = {"DPLDA", "GeometricPrivatizer", "PrivatePoissonMF"}
 
 # Further configurations checked besides each class's FAST_PARAMS, by label.
 EXTRA_PARAMS = {
+    "DPBayesLogReg": {"noise-free": {"epsilon": float("inf"), "max_iter": 5, "random_state": 0}},
+    "DPSEPRegressor": {
+        # Full batches (larger than any check's data) keep the checks fast.
+        "mlp": {
+            "model": "mlp",
+            "hidden_units": 3,
+            "max_iter": 2,
+            "batch_size": 1000,
+            "random_state": 0,
+        },
+    },
     "PrivatePoissonMF": {
         "private": {"n_components": 2, "max_iter": 10, "random_state": 0, "epsilon": 1.0},
     },

@@ -13,7 +13,6 @@ import scipy.sparse as sp
 from scipy import integrate, optimize, special, stats
 from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from skprivfact.accounting import calibrate_noise_multiplier
 from skprivfact.datasets import load_adult
@@ -481,18 +480,6 @@ def test_verbose_reports_epsilon_spent():
 
 
 # scikit-learn compatibility ----------------------------------------------------
-
-
-# The generic checks fit without a data_norm, which warns by design.
-@pytest.mark.filterwarnings("ignore::skprivfact.exceptions.PrivacyLeakWarning")
-@parametrize_with_checks(
-    [
-        DPBayesLogReg(epsilon=1.0, max_iter=5, random_state=0),
-        DPBayesLogReg(epsilon=INF, max_iter=5, random_state=0),
-    ]
-)
-def test_sklearn_compatible_estimator(estimator, check):
-    check(estimator)
 
 
 def test_pickle_clone_and_grid_search():

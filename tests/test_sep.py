@@ -13,7 +13,6 @@ from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
-from sklearn.utils.estimator_checks import check_estimator
 
 from skprivfact import sep
 from skprivfact._pbp_kernels import mlp_predictive_moments, mlp_sites, noise_sites
@@ -687,23 +686,7 @@ def test_batches_are_poisson_samples(monkeypatch):
 # 4. scikit-learn contract ----------------------------------------------------
 
 
-# Full batches (batch_size larger than any check's data) keep the checks fast.
-FAST_PARAMS = [
-    {"model": "linear", "max_iter": 3, "random_state": 0},
-    {
-        "model": "mlp",
-        "hidden_units": 3,
-        "max_iter": 2,
-        "batch_size": 1000,
-        "random_state": 0,
-    },
-]
-
-
-@pytest.mark.filterwarnings("ignore::skprivfact.exceptions.PrivacyLeakWarning")
-@pytest.mark.parametrize("params", FAST_PARAMS, ids=["linear", "mlp"])
-def test_check_estimator(params):
-    check_estimator(DPSEPRegressor(**params), expected_failed_checks={})
+# scikit-learn's common checks run in tests/test_common.py (linear and mlp).
 
 
 def test_pickle_clone_grid_search_and_pipeline():
