@@ -168,8 +168,10 @@ def test_fitted_attributes_hold_no_training_rows(synthetic):
 
 
 @pytest.mark.parametrize("solver", ["cavi", "mcmc"])
-def test_same_result_for_one_and_two_threads(synthetic, solver):
+def test_same_result_for_one_and_two_threads(synthetic, solver, monkeypatch):
     X, X_noisy, _ = synthetic
+    # the parallel kernels, not their serial twins that small calls take
+    monkeypatch.setattr("skprivfact.poisson_mf._parallel.MIN_PARALLEL_WORK", 0)
     kwargs = dict(solver=solver, max_iter=15, n_burn_in=10, n_kept_samples=5,
                   random_state=3)
     results = []

@@ -1,17 +1,24 @@
-"""PrivatePoissonMF: extreme noise and counts finish, and fits survive fork()."""
+"""PrivatePoissonMF: extreme noise and counts finish, fits survive fork(), and
+the noise-free fit meets NMF's expectations on count data."""
 
 import os
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
+from scipy.special import kl_div
+from sklearn.decomposition import NMF
+from sklearn.exceptions import ConvergenceWarning
 
 from skprivfact.datasets import make_poisson_factorization
 from skprivfact.mechanisms import two_sided_geometric
 from skprivfact.poisson_mf import PrivatePoissonMF
+from skprivfact.poisson_mf._evaluation import reconstruction_error
 from skprivfact.poisson_mf._noisy_count import posterior_count_moments
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,6 +89,33 @@ def test_tiny_epsilon_single_row_and_huge_counts_finish(solver, tmp_path):
     assert float(ratios["counts near 1e12"]) == pytest.approx(1.0, rel=0.05)
 
 
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux's /proc")
+def test_small_fits_start_no_thread_pool():
+    # a parallel region's barrier waits for a descheduled thread on a busy
+    # machine: small calls run the serial twins, large ones the thread pool
+    code = """
+        import os
+        import warnings
+        from skprivfact.datasets import make_poisson_factorization
+        from skprivfact.poisson_mf import PrivatePoissonMF, _parallel
+        warnings.simplefilter("ignore")
+        X, X_noisy, _, _ = make_poisson_factorization(40, 12, 2, factor_shape=1.0,
+                                                      epsilon=2.0, random_state=0)
+        def fit_both():
+            for solver in ("cavi", "mcmc"):
+                PrivatePoissonMF(2, epsilon=2.0, solver=solver, max_iter=10,
+                                 n_burn_in=10, n_kept_samples=5, random_state=0).fit(X_noisy)
+            return len(os.listdir("/proc/self/task"))
+        print(len(os.listdir("/proc/self/task")))  # BLAS's threads among them
+        print(fit_both())
+        _parallel.MIN_PARALLEL_WORK = 0
+        print(fit_both())
+    """
+    before, small, forced = map(int, _run_python(code, timeout=120).split())
+    assert small == before
+    assert forced > before
+
+
 def test_grid_search_in_worker_processes_after_a_fit():
     # numba's GNU OpenMP pool kills forked children; the kernels' serial
     # twins keep joblib's fork-based backend working after a fit
@@ -106,3 +140,51 @@ def test_grid_search_in_worker_processes_after_a_fit():
     """
     out = _run_python(code, timeout=240)
     assert len(out.strip().splitlines()) == 6
+
+
+def _exactly_low_rank_counts(scale):
+    rng = np.random.default_rng(0)
+    row_factors = rng.integers(0, 4, size=(100, 5))
+    components = rng.integers(0, 4, size=(5, 40))
+    return scale * (row_factors @ components).astype(float)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_exactly_low_rank_counts_are_reconstructed():
+    # the posterior mean converges to the exact factorization when the counts
+    # carry enough information (on counts of a few units it stays a posterior
+    # mean, a few percent from the interpolating maximum-likelihood fit)
+    X = _exactly_low_rank_counts(100)
+    model = PrivatePoissonMF(5, max_iter=1000, tol=1e-8, random_state=0)
+    rates = model.fit_transform(X) @ model.components_
+    assert np.linalg.norm(X - rates) / np.linalg.norm(X) < 5e-3
+    assert np.allclose(model.transform(X) @ model.components_, rates)
+    assert np.allclose(model.inverse_transform(model.transform(X)), rates)
+    nmf = NMF(5, beta_loss="kullback-leibler", solver="mu", max_iter=1000,
+              init="nndsvda", random_state=0).fit(X)
+    assert model.reconstruction_err_ < nmf.reconstruction_err_
+
+
+def test_reconstruction_err_is_nmf_kullback_leibler_error():
+    # MCMC's fit_transform returns the row factors the fit ended with
+    X = _exactly_low_rank_counts(1)
+    model = PrivatePoissonMF(5, solver="mcmc", n_burn_in=50, n_kept_samples=50,
+                             random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # a short chain
+        rates = model.fit_transform(X) @ model.components_
+    expected = np.sqrt(2 * kl_div(X, rates).sum())
+    assert model.reconstruction_err_ == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_reconstruction_error_in_row_blocks(sparse):
+    rng = np.random.default_rng(1)
+    row_factors = rng.gamma(1.0, 1.0, size=(37, 3))
+    components = rng.gamma(1.0, 1.0, size=(3, 11))
+    noisy = rng.poisson(row_factors @ components) + rng.integers(-2, 3, size=(37, 11))
+    counts = sp.csr_matrix(np.maximum(noisy, 0)) if sparse else noisy
+    expected = np.sqrt(2 * kl_div(np.maximum(noisy, 0), row_factors @ components).sum())
+    # blocks of 2 rows: the rows of the last block are fewer
+    error = reconstruction_error(counts, row_factors, components, block_entries=25)
+    assert error == pytest.approx(expected, rel=1e-12)

@@ -28,6 +28,7 @@ from ..utils._validation import (
     check_noisy_count_matrix,
 )
 from ._cavi import fit_cavi, log_likelihood_sum
+from ._evaluation import reconstruction_error
 
 __all__ = ["PrivatePoissonMF"]
 
@@ -207,6 +208,14 @@ class PrivatePoissonMF(
         Largest cosine similarity between two rows of ``components_``: near
         1 means two components describe the same pattern (a warning is
         raised above 0.95; ``verbose`` prints it).
+    reconstruction_err_ : float
+        ``sqrt(2 * D)``, D the generalized Kullback-Leibler divergence of the
+        fitted rates from the training counts, as
+        :class:`~sklearn.decomposition.NMF` reports it for
+        ``beta_loss="kullback-leibler"`` (with the row factors at the end of
+        the fit). With noise it is measured from the noisy counts clipped at
+        zero: a fit to the released data, not to the clean counts (see
+        :func:`~skprivfact.poisson_mf.heldout_loglik` for that).
     n_iter_ : int
         Number of sweeps run (MCMC: burn-in plus kept, per chain).
     objective_trace_ : ndarray of shape (n_evaluations, 2)
@@ -533,6 +542,12 @@ class PrivatePoissonMF(
             dtype, copy=False)
         self.alpha_ = alpha
         self.max_component_similarity_ = max_cosine_similarity(self.components_)
+        fitted_row_factors = (
+            result["theta_shape"] / result["theta_rate"] if self.solver == "cavi"
+            else result["theta_mean"]
+        )
+        self.reconstruction_err_ = reconstruction_error(X, fitted_row_factors,
+                                                        self.components_)
         if self.verbose:
             print(f"largest cosine similarity between two components: "
                   f"{self.max_component_similarity_:.4f}")

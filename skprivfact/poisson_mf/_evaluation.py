@@ -62,6 +62,33 @@ def heldout_loglik(estimator, X, X_clean):
     return poisson_loglik_per_entry(X_clean, rates)
 
 
+def reconstruction_error(X, row_factors, components, block_entries=2**20):
+    """``sqrt(2 * D)``, D the generalized KL divergence of the rates
+    ``row_factors @ components`` from the counts ``X`` (summed over entries):
+    NMF's ``reconstruction_err_`` for ``beta_loss="kullback-leibler"``.
+
+    Negative (noisy) counts count as zero. The rates are formed a block of
+    rows at a time, so no dense copy of the whole matrix is made.
+    """
+    n_rows, n_cols = X.shape
+    row_factors = np.asarray(row_factors, dtype=np.float64)
+    components = np.asarray(components, dtype=np.float64)
+    block = max(1, block_entries // max(n_cols, 1))
+    divergence = 0.0
+    for start in range(0, n_rows, block):
+        rows = slice(start, min(start + block, n_rows))
+        counts = X[rows]
+        counts = counts.toarray() if hasattr(counts, "toarray") else np.asarray(counts)
+        counts = np.maximum(counts.astype(np.float64), 0.0)
+        rates = np.maximum(row_factors[rows] @ components, _RATE_FLOOR)
+        positive = counts > 0
+        divergence += float(
+            np.sum(counts[positive] * np.log(counts[positive] / rates[positive]))
+            - counts.sum() + rates.sum()
+        )
+    return float(np.sqrt(2.0 * max(divergence, 0.0)))
+
+
 def generalized_kl_divergence(rates, estimate):
     """Mean generalized KL divergence of estimated rates from the true ones.
 
