@@ -124,9 +124,10 @@ def e_step(
         Whether to accumulate the sufficient statistics.
     doc_topic_out : ndarray of shape (n_documents, n_components)
         Receives ``gamma_d`` in the rows handled.
-    suff_stats_out : ndarray of shape (n_features, n_components + (unigram_weight > 0))
+    suff_stats_out : ndarray of shape (n_features, n_columns)
         Accumulates the clipped statistics (unused without
-        ``compute_suff_stats``).
+        ``compute_suff_stats``): ``n_columns`` is ``n_components``, plus one
+        with ``unigram_weight``.
     unigram_weight : float, default=0.0
         Weight of the counts' column (0: no such column).
 

@@ -142,9 +142,10 @@ def _e_step(
     -------
     doc_topic_distr : ndarray of shape (n_documents, n_components)
         The variational Dirichlet parameters ``gamma`` of the documents.
-    suff_stats : ndarray of shape (n_components + (unigram_weight > 0), n_features) or None
+    suff_stats : ndarray of shape (n_rows, n_features) or None
         The sum over documents of the clipped statistics ``n_dw phi_dwk``
-        (and of the weighted counts, in the last row, with ``unigram_weight``).
+        (``n_rows = n_components``), and of the weighted counts in one more
+        row with ``unigram_weight``.
     n_clipped : int
         Number of documents whose statistic was clipped.
     """
@@ -245,13 +246,14 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
     batch, each document kept with probability ``q = batch_size /
     n_documents``; each document of the batch is resampled with replacement to
     exactly ``doc_length`` tokens; its expected sufficient statistic (a
-    topic-by-word matrix of expected counts; with the default
+    topic-by-word matrix of expected counts; with noise, the default
     ``floor_negatives="pooled"`` and more than one topic, one more row holds
     the document's resampled word counts, the sum of the topics' rows) is
-    clipped, as a whole, to Frobenius norm ``clip_norm``; the clipped statistics are summed, divided by the expected
-    batch size ``q * n_documents = batch_size`` (a constant, so the
-    sensitivity is ``clip_norm / batch_size`` whatever the data) and released
-    with Gaussian noise of standard deviation ``noise_multiplier * clip_norm /
+    clipped, as a whole, to Frobenius norm ``clip_norm``; the clipped
+    statistics are summed, divided by the expected batch size ``q *
+    n_documents = batch_size`` (a constant, so the sensitivity is
+    ``clip_norm / batch_size`` whatever the data) and released with Gaussian
+    noise of standard deviation ``noise_multiplier * clip_norm /
     batch_size`` on every entry (``learning_method="batch"``: every document,
     ``q = 1``). The topics are computed from the noisy statistics alone, with
     the public noise scale, by post-processing that costs no privacy
@@ -342,10 +344,10 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         known noise std ``s`` per entry); each word's total is floored at
         zero once and smoothed by its own noise std, and the topics share it
         in proportion to their own entries floored at zero plus ``s`` (see
-        Notes). With more than one topic, every release also carries the
-        documents' word counts (one more row, clipped with the topics), whose
-        mean over all the releases gives the word totals far less noise than
-        the sum of the K noisy topic rows.
+        Notes). With noise and more than one topic, every release also
+        carries the documents' word counts (one more row, clipped with the
+        topics), whose mean over all the releases gives the word totals far
+        less noise than the sum of the K noisy topic rows.
         "per_iteration" (VIPS): each released statistic is floored at zero
         before the step of the topic update. Zero-mean noise on the many
         near-zero entries then leaves a positive bias of about 0.4 noise
@@ -486,8 +488,8 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
     private topic model more held-out likelihood than the noise of the
     topics' shares. The sum of the K topic rows, ``sum_k A_kw``, carries K
     times the noise variance of a single row, and the decaying step
-    ``rho_t`` keeps only the last few releases. So with more than one topic
-    each release has one more row, the document's counts (the sum of its
+    ``rho_t`` keeps only the last few releases. So with noise and more than
+    one topic each release has one more row, the document's counts (the sum of its
     topic rows), clipped jointly with them: the clipping bound and the
     noise per entry are unchanged, the accountant takes the same single step,
     and the topics' rows lose only the part of the norm that the counts' row
@@ -496,9 +498,10 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
     document, which depends on the topics only through the norm of its
     topic rows), so ``T_w`` is their plain mean over all releases (noise
     variance falling as one over the number of releases), combined with
-    ``sum_k A_kw`` by inverse variance; ``s_T`` is the std of that combination. Removing the row
-    (``floor_negatives="per_iteration"`` or ``"running_average"`` never use
-    it) leaves the totals to the noisy sum of the topics.
+    ``sum_k A_kw`` by inverse variance; ``s_T`` is the std of that
+    combination. Without the row (``floor_negatives="per_iteration"`` and
+    ``"running_average"`` never release it) the totals are the noisy sum of
+    the topics.
 
     A private topic model can still be worse than a private model without
     topics (``n_components=1``) at the same budget, by the held-out
@@ -792,7 +795,7 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
             self._noisy_components *= 1.0 - weight
             self._noisy_components += weight * (n_documents * mean_stats[:n_topics])
             totals = totals_std = None
-            if unigram_weight > 0 and noise_std > 0:
+            if unigram_weight > 0:
                 # Every release estimates the same word totals (up to the
                 # clipping): their plain mean, whose noise falls as one over
                 # the number of releases, combined with the topics' own
@@ -843,9 +846,12 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         """Weight of the counts' row in each release (0: no such row)."""
         if (
             not self._is_private
+            or self.noise_multiplier_ == 0
             or self.floor_negatives != "pooled"
             or self.components_.shape[0] == 1
         ):
+            # Without noise, or with one topic, the topics' rows already
+            # hold exact totals.
             return 0.0
         return _UNIGRAM_WEIGHT
 

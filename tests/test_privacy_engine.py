@@ -283,10 +283,14 @@ def test_dplda_release_holds_the_counts_row_of_its_topics(spy):
     # The canary's word (column 0) appears in the counts' row only with it.
     assert spy.calls[0]["clean"][0][-1, 0] > 0
     assert spy.calls[1]["clean"][0][-1, 0] == 0
-    # Without it (one topic, or another floor_negatives) the block is K x V.
-    spy.calls.clear()
-    _fit(estimator.set_params(floor_negatives="per_iteration"), with_canary)
-    assert spy.calls[0]["clean"][0].shape == (estimator.n_components, 8)
+    # Without noise, or with another floor_negatives, the block is K x V.
+    for params in (
+        {"floor_negatives": "per_iteration"},
+        {"floor_negatives": "pooled", "epsilon": float("inf"), "noise_multiplier": 0.0},
+    ):
+        spy.calls.clear()
+        _fit(estimator.set_params(**params), with_canary)
+        assert spy.calls[0]["clean"][0].shape == (estimator.n_components, 8)
 
 
 @pytest.mark.parametrize("name", DP_ESTIMATORS)
