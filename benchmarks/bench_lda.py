@@ -18,7 +18,9 @@
    (3087 / 343 documents), K = 10, batch 400, 2 passes: document-only
    held-out perplexity of the non-private DPLDA against scikit-learn's online
    LDA with the same settings, four seeds, ratio of the means.
-5. ``floor``: the same splits, epsilon in {1, 2, 4}: DPLDA (K = 10) against
+5. ``floor``: the same splits, epsilon in {1, 2, 4}: DPLDA (K = 10; its
+   default ``floor_negatives="pooled"`` releases the documents' counts as one
+   more row, ``"per_iteration"``, VIPS, does not) against
    the private unigram floor, a model without topics spending the same
    budget through the same engine and accountant: one released word-count
    vector, ``DPLDA(n_components=1, batch_size=None, max_iter=1)``, scored by

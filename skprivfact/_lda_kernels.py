@@ -85,6 +85,7 @@ def e_step(
     compute_suff_stats,
     doc_topic_out,
     suff_stats_out,
+    unigram_weight=0.0,
 ):
     """Variational E-step of LDA for rows ``row_start:row_stop`` of a CSR matrix.
 
@@ -97,7 +98,11 @@ def e_step(
     With ``compute_suff_stats``, the document's sufficient statistic
     ``s_d[w, k] = n_dw phi_dwk`` (summing to the document's length) is clipped
     to Frobenius norm ``clip_norm`` (``np.inf``: no clipping) and added to
-    ``suff_stats_out`` (shape (n_features, n_components), word-major).
+    ``suff_stats_out`` (shape (n_features, n_components), word-major). With
+    ``unigram_weight > 0`` the statistic has one more column, the document's
+    counts times ``unigram_weight``, clipped jointly with the topics' columns
+    (one norm over all of them), and ``suff_stats_out`` has
+    ``n_components + 1`` columns.
 
     Parameters
     ----------
@@ -119,9 +124,12 @@ def e_step(
         Whether to accumulate the sufficient statistics.
     doc_topic_out : ndarray of shape (n_documents, n_components)
         Receives ``gamma_d`` in the rows handled.
-    suff_stats_out : ndarray of shape (n_features, n_components)
+    suff_stats_out : ndarray of shape (n_features, n_columns)
         Accumulates the clipped statistics (unused without
-        ``compute_suff_stats``).
+        ``compute_suff_stats``): ``n_columns`` is ``n_components``, plus one
+        with ``unigram_weight``.
+    unigram_weight : float, default=0.0
+        Weight of the counts' column (0: no such column).
 
     Returns
     -------
@@ -129,11 +137,12 @@ def e_step(
         Number of documents whose statistic was scaled down.
     """
     n_topics = exp_topic_word_t.shape[1]
+    n_columns = n_topics + 1 if unigram_weight > 0.0 else n_topics
     max_words = 0
     for d in range(row_start, row_stop):
         max_words = max(max_words, indptr[d + 1] - indptr[d])
     topic_word_doc = np.empty((max_words, n_topics))
-    stats = np.empty((max_words, n_topics))
+    stats = np.empty((max_words, n_columns))
     count_over_norm = np.empty(max_words)
     exp_doc_topic = np.empty(n_topics)
     last_doc_topic = np.empty(n_topics)
@@ -183,11 +192,13 @@ def e_step(
                 stats[j, k] = (
                     count_over_norm[j] * exp_doc_topic[k] * topic_word_doc[j, k]
                 )
+            if n_columns > n_topics:
+                stats[j, n_topics] = unigram_weight * data[start + j]
         if clip_frobenius_inplace(stats, n_words, clip_norm) < 1.0:
             n_clipped += 1
         for j in range(n_words):
             word = indices[start + j]
-            for k in range(n_topics):
+            for k in range(n_columns):
                 suff_stats_out[word, k] += stats[j, k]
     return n_clipped
 

@@ -29,6 +29,10 @@ __all__ = ["DPLDA"]
 # al. (2020), under which few documents are clipped.
 DEFAULT_CLIP_FRACTION = 0.1
 _SMOOTHING = 1.0
+# Weight of the counts' row released with the topics (floor_negatives="pooled",
+# K > 1): 1 makes it the sum of the topics' rows, the word totals themselves,
+# with no tuning on any corpus.
+_UNIGRAM_WEIGHT = 1.0
 
 
 def _dirichlet_expectation_2d(params):
@@ -105,6 +109,7 @@ def _e_step(
     compute_suff_stats,
     n_jobs,
     executor=None,
+    unigram_weight=0.0,
 ):
     """E-step over the rows of ``X``, in ``n_jobs`` threads over even slices.
 
@@ -129,13 +134,18 @@ def _e_step(
         Number of threads.
     executor : concurrent.futures.ThreadPoolExecutor, default=None
         A pool of ``n_jobs`` threads to reuse; one is made when None.
+    unigram_weight : float, default=0.0
+        When positive, each document's statistic has one more row, its word
+        counts times ``unigram_weight``, clipped jointly with the topics' rows.
 
     Returns
     -------
     doc_topic_distr : ndarray of shape (n_documents, n_components)
         The variational Dirichlet parameters ``gamma`` of the documents.
-    suff_stats : ndarray of shape (n_components, n_features) or None
-        The sum over documents of the clipped statistics ``n_dw phi_dwk``.
+    suff_stats : ndarray of shape (n_rows, n_features) or None
+        The sum over documents of the clipped statistics ``n_dw phi_dwk``
+        (``n_rows = n_components``), and of the weighted counts in one more
+        row with ``unigram_weight``.
     n_clipped : int
         Number of documents whose statistic was clipped.
     """
@@ -145,8 +155,10 @@ def _e_step(
     exp_topic_word_t = np.ascontiguousarray(exp_topic_word.T)
     doc_topic_distr = np.empty((n_documents, n_topics))
 
+    n_rows = n_topics + 1 if unigram_weight > 0 else n_topics
+
     def run(rows):
-        shape = (n_features, n_topics) if compute_suff_stats else (1, 1)
+        shape = (n_features, n_rows) if compute_suff_stats else (1, 1)
         suff_stats = np.zeros(shape)
         n_clipped = _lda_kernels.e_step(
             indptr,
@@ -162,6 +174,7 @@ def _e_step(
             compute_suff_stats,
             doc_topic_distr,
             suff_stats,
+            float(unigram_weight),
         )
         return suff_stats, n_clipped
 
@@ -180,13 +193,15 @@ def _e_step(
 
     if not compute_suff_stats:
         return doc_topic_distr, None, 0
-    suff_stats_t = np.zeros((n_features, n_topics))
+    suff_stats_t = np.zeros((n_features, n_rows))
     for partial_stats, _ in results:
         suff_stats_t += partial_stats
     return doc_topic_distr, suff_stats_t.T.copy(), sum(n for _, n in results)
 
 
-def _pooled_topics(noisy_average, noise_std, topic_word_prior):
+def _pooled_topics(
+    noisy_average, noise_std, topic_word_prior, totals=None, totals_std=None
+):
     """Topic parameters from the noisy average of the topic-word statistics.
 
     Each word's total over the topics, ``t_w = sum_k A_kw``, carries the noise
@@ -195,14 +210,18 @@ def _pooled_topics(noisy_average, noise_std, topic_word_prior):
     own entries floored at zero plus ``noise_std`` (so that a word whose
     entries are all noise is shared evenly). Flooring each of the K entries
     instead would add about ``0.4 * noise_std`` of spurious mass per entry,
-    ``sqrt(K)`` times more per word.
+    ``sqrt(K)`` times more per word. ``totals`` (of noise std ``totals_std``)
+    replaces the topics' own totals when given.
     """
     shares = np.maximum(noisy_average, 0.0)
     shares += noise_std
     shares /= shares.sum(axis=0)
     n_topics = noisy_average.shape[0]
-    totals = np.maximum(noisy_average.sum(axis=0), 0.0)
-    totals += _SMOOTHING * math.sqrt(n_topics) * noise_std
+    if totals is None:
+        totals = noisy_average.sum(axis=0)
+        totals_std = math.sqrt(n_topics) * noise_std
+    totals = np.maximum(totals, 0.0)
+    totals += _SMOOTHING * totals_std
     return topic_word_prior + totals * shares
 
 
@@ -227,11 +246,14 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
     batch, each document kept with probability ``q = batch_size /
     n_documents``; each document of the batch is resampled with replacement to
     exactly ``doc_length`` tokens; its expected sufficient statistic (a
-    topic-by-word matrix of expected counts) is clipped to Frobenius norm
-    ``clip_norm``; the clipped statistics are summed, divided by the expected
-    batch size ``q * n_documents = batch_size`` (a constant, so the
-    sensitivity is ``clip_norm / batch_size`` whatever the data) and released
-    with Gaussian noise of standard deviation ``noise_multiplier * clip_norm /
+    topic-by-word matrix of expected counts; with noise, the default
+    ``floor_negatives="pooled"`` and more than one topic, one more row holds
+    the document's resampled word counts, the sum of the topics' rows) is
+    clipped, as a whole, to Frobenius norm ``clip_norm``; the clipped
+    statistics are summed, divided by the expected batch size ``q *
+    n_documents = batch_size`` (a constant, so the sensitivity is
+    ``clip_norm / batch_size`` whatever the data) and released with Gaussian
+    noise of standard deviation ``noise_multiplier * clip_norm /
     batch_size`` on every entry (``learning_method="batch"``: every document,
     ``q = 1``). The topics are computed from the noisy statistics alone, with
     the public noise scale, by post-processing that costs no privacy
@@ -319,10 +341,13 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         How the noisy statistics become topics (all are post-processing of
         the released statistics and cost no privacy).
         "pooled": the step averages the raw noisy statistics (unbiased, of
-        known noise std ``s`` per entry); each word's total over the topics
-        is floored at zero once and smoothed by ``sqrt(K) s`` (the std of
-        that total), and the topics share it in proportion to their own
-        entries floored at zero plus ``s`` (see Notes).
+        known noise std ``s`` per entry); each word's total is floored at
+        zero once and smoothed by its own noise std, and the topics share it
+        in proportion to their own entries floored at zero plus ``s`` (see
+        Notes). With noise and more than one topic, every release also
+        carries the documents' word counts (one more row, clipped with the
+        topics), whose mean over all the releases gives the word totals far
+        less noise than the sum of the K noisy topic rows.
         "per_iteration" (VIPS): each released statistic is floored at zero
         before the step of the topic update. Zero-mean noise on the many
         near-zero entries then leaves a positive bias of about 0.4 noise
@@ -448,32 +473,46 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
     documents), whose noise is Gaussian with per-entry variance
     ``v_t = (1 - rho_t)^2 v_{t-1} + rho_t^2 (N sigma C / B)^2`` (``sigma`` the
     noise multiplier, ``C`` the clip norm, ``B`` the expected batch). With
-    ``s = sqrt(v_t)``, the topics are ``lambda_kw = eta + (max(sum_j A_jw, 0)
-    + sqrt(K) s) (max(A_kw, 0) + s) / sum_j (max(A_jw, 0) + s)``. Flooring
+    ``s = sqrt(v_t)`` and word totals ``T_w`` of noise std ``s_T``, the
+    topics are ``lambda_kw = eta + (max(T_w, 0) + s_T) (max(A_kw, 0) + s) /
+    sum_j (max(A_jw, 0) + s)``. Flooring
     each entry (VIPS) adds about ``0.4 s`` of spurious mass to each of the
     ``K V`` entries, most of which hold no signal; thresholding them instead
-    (``max(A - t s, 0)``) was far worse on SOTU (held-out perplexity 1.5
-    to 3 times at t = 1, about 40 to 360 times at t = 2, epsilon 1 to 4), and
-    so was flooring the pooled totals without smoothing: words that lose all
-    their mass become nearly impossible. Pooling floors each word's total once, smooths it at the
+    (``max(A - t s, 0)``) was far worse, and so was flooring the totals
+    without smoothing: words that lose all their mass become nearly
+    impossible. Pooling floors each word's total once, smooths it at the
     scale of its noise, and lets a word whose entries are noise fall back to
-    the corpus frequency shared evenly by the topics. On SOTU (4000
-    paragraphs) and KOS, K = 10, it lowers the held-out document-only
-    perplexity against "per_iteration" (``benchmarks/bench_lda.py floor``).
+    the corpus frequency shared evenly by the topics.
 
-    A private topic model can be worse than a private model without topics.
-    The document-only bound of K topics charges each document the KL term of
-    its topic proportions, which a unigram model (``n_components=1``) does
-    not pay: on SOTU's 20-word paragraphs, ten copies of the non-private
-    unigram score 5107 against 2406 for the unigram itself, and the
-    non-private K = 10 fit (2922) is already worse. With noise, K topics
-    spread the budget over ``K V`` entries against ``V``. Measured with
-    ``benchmarks/bench_lda.py floor`` (K = 10, epsilon 1, 2, 4, batch 1000
-    and one pass, or batch 400 and two), DPLDA's held-out document-only
-    perplexity stays above that of ``DPLDA(n_components=1, batch_size=None,
-    max_iter=1)`` at the same budget: 29 to 44% on SOTU, 5 to 15% on KOS; it
-    is below that unigram scored as K identical topics. A user who needs only
-    word frequencies should fit the unigram.
+    The word totals set how likely each word is, and their noise costs a
+    private topic model more held-out likelihood than the noise of the
+    topics' shares. The sum of the K topic rows, ``sum_k A_kw``, carries K
+    times the noise variance of a single row, and the decaying step
+    ``rho_t`` keeps only the last few releases. So with noise and more than
+    one topic each release has one more row, the document's counts (the sum of its
+    topic rows), clipped jointly with them: the clipping bound and the
+    noise per entry are unchanged, the accountant takes the same single step,
+    and the topics' rows lose only the part of the norm that the counts' row
+    takes from documents whose statistic is clipped. Every release of that
+    row estimates the same clipped word totals (up to the clipping of each
+    document, which depends on the topics only through the norm of its
+    topic rows), so ``T_w`` is their plain mean over all releases (noise
+    variance falling as one over the number of releases), combined with
+    ``sum_k A_kw`` by inverse variance; ``s_T`` is the std of that
+    combination. Without the row (``floor_negatives="per_iteration"`` and
+    ``"running_average"`` never release it) the totals are the noisy sum of
+    the topics.
+
+    A private topic model can still be worse than a private model without
+    topics (``n_components=1``) at the same budget, by the held-out
+    document-only bound. That bound charges each document the KL term of its
+    topic proportions, which a unigram model does not pay: on short
+    documents (paragraphs of a few tens of words) the non-private K-topic
+    fit itself can score worse than the non-private unigram, K identical
+    topics score far worse, and noise, which makes the topics less distinct,
+    leaves the charge in place. On such corpora a user who needs only word
+    frequencies should fit the unigram (``benchmarks/bench_lda.py floor``
+    compares the two).
 
     Without privacy, :meth:`fit` takes scikit-learn's consecutive
     mini-batches, so it agrees with ``LatentDirichletAllocation(
@@ -669,6 +708,11 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         # (a post-processing of the noisy releases, kept for partial_fit).
         self._noisy_components = self.components_.copy()
         self._noise_var = 0.0
+        # The mean of the released word totals (the counts' row), kept over
+        # every release, and the sum of the releases' noise variances.
+        self._unigram_mean = np.zeros(n_features)
+        self._unigram_var_sum = 0.0
+        self._n_unigram = 0
 
     # Training ---------------------------------------------------------------
 
@@ -713,6 +757,7 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
             batch = _resample_documents(
                 batch, self.doc_length, self._engine.generator()
             )
+        unigram_weight = self._unigram_weight()
         doc_topic_distr, suff_stats, _ = _e_step(
             batch,
             self.exp_dirichlet_component_,
@@ -723,6 +768,7 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
             True,
             effective_n_jobs(self.n_jobs),
             executor,
+            unigram_weight=unigram_weight,
         )
         (mean_stats,) = self._engine.release(
             [suff_stats / batch_scale],
@@ -745,12 +791,33 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
             self._noise_var = (1.0 - weight) ** 2 * self._noise_var + (
                 weight * noise_std
             ) ** 2
+            n_topics = self.components_.shape[0]
             self._noisy_components *= 1.0 - weight
-            self._noisy_components += weight * (n_documents * mean_stats)
+            self._noisy_components += weight * (n_documents * mean_stats[:n_topics])
+            totals = totals_std = None
+            if unigram_weight > 0:
+                # Every release estimates the same word totals (up to the
+                # clipping): their plain mean, whose noise falls as one over
+                # the number of releases, combined with the topics' own
+                # totals by inverse variance.
+                self._n_unigram += 1
+                released = n_documents * mean_stats[n_topics] / unigram_weight
+                self._unigram_mean += (released - self._unigram_mean) / self._n_unigram
+                self._unigram_var_sum += (noise_std / unigram_weight) ** 2
+                unigram_var = self._unigram_var_sum / self._n_unigram**2
+                pooled_var = n_topics * self._noise_var
+                totals_var = 1.0 / (1.0 / unigram_var + 1.0 / pooled_var)
+                totals = totals_var * (
+                    self._unigram_mean / unigram_var
+                    + self._noisy_components.sum(axis=0) / pooled_var
+                )
+                totals_std = math.sqrt(totals_var)
             self.components_ = _pooled_topics(
                 self._noisy_components,
                 math.sqrt(self._noise_var),
                 self.topic_word_prior_,
+                totals,
+                totals_std,
             )
         elif private and self.floor_negatives == "running_average":
             # Post-processing: average the raw releases, then floor the
@@ -774,6 +841,19 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
             _dirichlet_expectation_2d(self.components_)
         )
         self.n_batch_iter_ += 1
+
+    def _unigram_weight(self):
+        """Weight of the counts' row in each release (0: no such row)."""
+        if (
+            not self._is_private
+            or self.noise_multiplier_ == 0
+            or self.floor_negatives != "pooled"
+            or self.components_.shape[0] == 1
+        ):
+            # Without noise, or with one topic, the topics' rows already
+            # hold exact totals.
+            return 0.0
+        return _UNIGRAM_WEIGHT
 
     def _make_pass_progress(self):
         """Progress per pass, in the shared format, naming the perplexity."""

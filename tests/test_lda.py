@@ -157,6 +157,31 @@ def test_clipped_contribution_never_exceeds_clip_norm(clip_norm):
     )
 
 
+@pytest.mark.parametrize("clip_norm", [0.5, 10.0, INF])
+def test_counts_row_is_clipped_jointly_with_the_topics(clip_norm):
+    doc_length, n_words, n_topics = 50, 12, 3
+    X = adversarial_documents(n_words, doc_length)
+    exp_topic_word = random_topics(n_topics, n_words, seed=4)
+    for d in range(X.shape[0]):
+        doc = X[[d]]
+        _, with_counts, _ = lda._e_step(
+            doc, exp_topic_word, 0.2, 100, 1e-3, clip_norm, True, 1, unigram_weight=1.0
+        )
+        _, topics_only, _ = run_e_step(doc, exp_topic_word, INF)
+        assert with_counts.shape == (n_topics + 1, n_words)
+        # One norm over the topics' rows and the counts' row together.
+        if clip_norm < INF:
+            assert _exact_norm_at_most(with_counts.ravel(), clip_norm), d
+        # Both parts scaled by the same factor: the counts' row stays the
+        # sum of the topics' rows, the document's counts times that factor.
+        np.testing.assert_allclose(
+            with_counts[-1], with_counts[:-1].sum(axis=0), rtol=1e-12, atol=1e-300
+        )
+        raw = np.vstack([topics_only, doc.toarray()])
+        scale = min(1.0, clip_norm / np.linalg.norm(raw)) if raw.any() else 1.0
+        np.testing.assert_allclose(with_counts, scale * raw, rtol=1e-9, atol=1e-300)
+
+
 def test_clip_kernel_certifies_boundary_and_tiny_blocks():
     for block, max_norm in [
         (np.array([[3.0, 4.0]]), 5.0),  # exactly on the sphere
@@ -354,8 +379,8 @@ def test_no_per_document_parameter_is_stored(corpus):
     for est in (fitted, partially_fitted):
         for name, value in vars(est).items():
             if isinstance(value, np.ndarray):
-                # Only topic-word arrays: nothing per document.
-                assert value.shape == (4, 60), name
+                # Only topic-word arrays and word totals: nothing per document.
+                assert value.shape in ((4, 60), (60,)), name
 
 
 def test_non_private_fit_matches_scikit_learn_held_out(corpus):
@@ -409,6 +434,41 @@ def test_private_fit_recovers_topics(floor_negatives):
     baseline = np.full_like(topics, 1.0 / topics.shape[1])
     assert mean_topic_distance(baseline, topics) > 0.5
     assert mean_topic_distance(private.components_, topics) < 0.08
+
+
+def test_released_word_totals_take_the_private_fit_below_the_unigram_floor(
+    monkeypatch,
+):
+    # Long documents over a large vocabulary at epsilon = 1: the word totals
+    # summed over K noisy topic rows are far noisier than those of a private
+    # unigram (n_components=1) spending the same budget on one release, and
+    # the topics then do not reliably beat that unigram on held-out words.
+    # The counts' row released with the topics gives back precise totals.
+    X, _ = make_lda_corpus(3500, 1000, 5, mean_length=100, seed=0)
+    train, test = X[:3000], X[3000:]
+
+    def held_out(n_components, **params):
+        return np.array(
+            [
+                DPLDA(
+                    n_components,
+                    epsilon=1.0,
+                    doc_length=100,
+                    random_state=seed,
+                    **params,
+                )
+                .fit(train)
+                .perplexity(test)
+                for seed in range(3)
+            ]
+        )
+
+    floor = held_out(1, batch_size=None, max_iter=1)
+    topics = held_out(5, batch_size=300, max_iter=2)
+    monkeypatch.setattr(lda, "_UNIGRAM_WEIGHT", 0.0)
+    without_counts = held_out(5, batch_size=300, max_iter=2)
+    assert np.all(topics < floor)
+    assert np.all(topics < without_counts)
 
 
 def test_n_jobs_does_not_change_the_fit(corpus):

@@ -268,6 +268,31 @@ def test_adversarial_record_moves_each_release_by_at_most_its_sensitivity(
     assert max(moved) > 0.5
 
 
+def test_dplda_release_holds_the_counts_row_of_its_topics(spy):
+    estimator, with_canary, neighbour = _neighbours(_lda_case(1.0))
+    _fit(estimator, with_canary)
+    _fit(estimator, neighbour)
+    for call in spy.calls:
+        (clean,) = call["clean"]
+        # One block: the K topic rows and the documents' counts, clipped as
+        # one statistic (one sensitivity, one accountant step), the counts'
+        # row the sum of the topics' rows.
+        assert clean.shape == (estimator.n_components + 1, with_canary[0].shape[1])
+        assert call["sensitivities"] == [estimator.clip_norm_ / 31]
+        np.testing.assert_allclose(clean[-1], clean[:-1].sum(axis=0), rtol=1e-12)
+    # The canary's word (column 0) appears in the counts' row only with it.
+    assert spy.calls[0]["clean"][0][-1, 0] > 0
+    assert spy.calls[1]["clean"][0][-1, 0] == 0
+    # Without noise, or with another floor_negatives, the block is K x V.
+    for params in (
+        {"floor_negatives": "per_iteration"},
+        {"floor_negatives": "pooled", "epsilon": float("inf"), "noise_multiplier": 0.0},
+    ):
+        spy.calls.clear()
+        _fit(estimator.set_params(**params), with_canary)
+        assert spy.calls[0]["clean"][0].shape == (estimator.n_components, 8)
+
+
 @pytest.mark.parametrize("name", DP_ESTIMATORS)
 def test_budget_refuses_before_any_noise_is_drawn(name, spy):
     estimator, with_canary, _ = _neighbours(CASES[name](1.0))
