@@ -15,7 +15,7 @@ from scipy.special import kl_div
 from sklearn.decomposition import NMF
 from sklearn.exceptions import ConvergenceWarning
 
-from skprivfact.datasets import make_poisson_factorization
+from skprivfact.datasets import get_data_home, make_poisson_factorization
 from skprivfact.mechanisms import two_sided_geometric
 from skprivfact.poisson_mf import PrivatePoissonMF
 from skprivfact.poisson_mf._evaluation import reconstruction_error
@@ -188,3 +188,28 @@ def test_reconstruction_error_in_row_blocks(sparse):
     # blocks of 2 rows: the rows of the last block are fewer
     error = reconstruction_error(counts, row_factors, components, block_entries=25)
     assert error == pytest.approx(expected, rel=1e-12)
+
+
+SOTU = get_data_home() / "sotu" / "sotu_counts_csr.npz"
+
+
+@pytest.mark.skipif(not SOTU.exists(), reason="SOTU counts absent")
+def test_fitted_total_rate_matches_noisy_total_on_sparse_text():
+    # on sparse text under heavy noise E[y | noisy] is about the rate for
+    # most entries whatever the rate: only the noisy total pins it down, and
+    # transform's count scale is fitted where the rows are inferred
+    counts = sp.load_npz(SOTU).tocsr()
+    top = np.sort(np.argsort(-np.asarray(counts.sum(axis=0)).ravel(), kind="stable")[:500])
+    counts = counts[:, top]
+    counts = counts[np.asarray(counts.sum(axis=1)).ravel() > 0]
+    rows = np.sort(np.random.default_rng(0).choice(counts.shape[0], 1000, replace=False))
+    X = counts[rows].toarray()
+    noisy = X + two_sided_geometric(1.0, 1, X.shape, random_state=0)
+    model = PrivatePoissonMF(10, epsilon=1.0, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        rates = model.fit_transform(noisy) @ model.components_
+    # above 1 by the priors' pseudo-counts only
+    assert 0.98 < rates.sum() / noisy.sum() < 1.08
+    new_rows = model.transform(noisy[:200]) @ model.components_
+    assert 0.9 < new_rows.sum() / noisy[:200].sum() < 1.15

@@ -199,11 +199,13 @@ class PrivatePoissonMF(
     alpha_ : float or None
         The noise ratio exp(-epsilon / sensitivity); None without privacy.
     count_scale_ : float
-        ``noise_update="marginal"`` with noise: the factor that brought the
-        expected true counts of the training rows to their noisy total in
-        the last sweep (for MCMC, in a CAVI pass over the training rows with
-        the sampled components); :meth:`transform` applies the same factor
-        to new rows. 1.0 otherwise.
+        ``noise_update="marginal"`` with noise: the factor that brings the
+        expected true counts of the training rows, inferred as
+        :meth:`transform` infers rows (CAVI with the fitted components held
+        fixed, for either solver), to their noisy total; :meth:`transform`
+        applies the same factor to new rows. 1.0 for MCMC without noise and
+        for CAVI without noise; with ``noise_update="bessel-mean"`` or
+        ``"bessel-mode"``, the factor of the last sweep.
     max_component_similarity_ : float
         Largest cosine similarity between two rows of ``components_``: near
         1 means two components describe the same pattern (a warning is
@@ -559,19 +561,24 @@ class PrivatePoissonMF(
                 "privacy) a larger epsilon give distinct ones.",
                 UserWarning,
             )
+        if alpha is not None and self.noise_update == "marginal":
+            # transform scales the expected true counts of new rows by the
+            # factor that brings those of the training rows, inferred as
+            # transform infers rows, to their noisy total. The joint sweeps'
+            # last factor does not: the row problem with q(phi) fixed has a
+            # flat likelihood in the rate where most true counts are zero
+            # (E[y | noisy] is about the rate whatever the rate), and from
+            # transform's start it settles well above the noisy total on
+            # sparse counts under heavy noise.
+            self.count_scale_ = self._infer_rows(X, fit_scale=True)[1]
+        elif self.solver == "mcmc":
+            self.count_scale_ = 1.0
         if self.solver == "cavi" and return_factors:
             # the training rows' factors are those transform gives them: the
             # joint sweeps stop with theta a step behind phi, and the row
             # problem with q(phi) fixed has more than one fixed point, so
             # fit_transform(X) and transform(X) would otherwise disagree
             row_factors = self._infer_rows(X)
-        elif self.solver == "mcmc":
-            # transform runs CAVI with q(phi) from the samples: its count
-            # scale is fitted on the training rows, so that new rows get the
-            # totals the sampler found
-            self.count_scale_ = 1.0
-            if alpha is not None and self.noise_update == "marginal":
-                self.count_scale_ = self._infer_rows(X, fit_scale=True)[1]
         return None if row_factors is None else row_factors.astype(dtype, copy=False)
 
     @_fit_context(prefer_skip_nested_validation=True)
