@@ -6,6 +6,7 @@ import numpy as np
 from numba import njit
 
 __all__ = [
+    "count_nonzero_and_squared_norms",
     "dense_to_csr",
     "root_omega_rows",
     "root_omega_scale",
@@ -82,6 +83,22 @@ def root_omega_scale(squared, rows, out):
         root = math.sqrt(_expected_polya_gamma(c))
         for k in range(n_cols):
             out[i, k] = rows[i, k] * root
+
+
+@njit(cache=True, nogil=True)
+def count_nonzero_and_squared_norms(rows):
+    """The number of non-zero entries and each row's squared norm, in one pass."""
+    n_rows, n_cols = rows.shape
+    squared_norms = np.empty(n_rows)
+    count = 0
+    for i in range(n_rows):
+        total = 0.0
+        for j in range(n_cols):
+            value = rows[i, j]
+            count += value != 0.0
+            total += value * value
+        squared_norms[i] = total
+    return count, squared_norms
 
 
 @njit(cache=True, nogil=True)

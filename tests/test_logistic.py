@@ -5,6 +5,7 @@ import math
 import pickle
 import re
 from contextlib import redirect_stdout
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -110,6 +111,17 @@ def test_design_rows_bound_every_record_contribution():
                 )
                 assert np.linalg.norm(first) <= data_norm / 2.0
                 assert np.linalg.norm(second) <= data_norm**2 / 4.0 * (1 + 1e-15)
+
+
+@pytest.mark.parametrize("data_norm", [1e-310, 1e-300, 1e300])
+def test_design_rows_bound_holds_exactly_at_extreme_scales(data_norm):
+    rng = np.random.RandomState(1)
+    X = np.vstack([rng.normal(size=(5, 3)) * data_norm, np.full((1, 3), data_norm)])
+    for fit_intercept in (True, False):
+        rows = _design_rows(X, data_norm, fit_intercept)
+        for row in rows:
+            exact = sum(Fraction(float(v)) ** 2 for v in row)
+            assert exact <= Fraction(data_norm) ** 2
 
 
 def sparse_rows(n_samples, n_features, density, seed):
