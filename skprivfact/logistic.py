@@ -221,9 +221,10 @@ class _EStep:
             indptr, indices, values = dense_to_csr(rows)
             self.sparse = sp.csr_matrix((values, indices, indptr), shape=rows.shape)
             return
-        self.work = np.empty_like(rows)
-        self.rows32 = rows.astype(np.float32) if float32 else None
-        self.product32 = np.empty_like(self.rows32) if float32 else None
+        self.float32 = float32
+        # Full-batch buffers, made on the first full-batch call (Poisson
+        # batches make their own, of the batch's size).
+        self.work = self.rows32 = self.product32 = None
 
     def __call__(self, second_moment, *, batch=None, isotropic=False):
         """The two statistics of the rows (or of ``batch``, an index array).
@@ -249,15 +250,20 @@ class _EStep:
                 second_moment_sum,
             )
             return first_moment_sum, second_moment_sum
+        if batch is None and self.work is None:
+            self.work = np.empty_like(rows)
+            if self.float32:
+                self.rows32 = rows.astype(np.float32)
+                self.product32 = np.empty_like(self.rows32)
         work = self.work if batch is None else np.empty_like(rows)
         if isotropic:
             norms = self.squared_norms if batch is None else self.squared_norms[batch]
             root_omega_scale(second_moment[0, 0] * norms, rows, work)
             return first_moment_sum, work.T @ work
-        if self.rows32 is None:
+        if not self.float32:
             labels = self.labels if batch is None else self.labels[batch]
             return _expected_sufficient_statistics(rows, labels, second_moment, work)
-        rows32 = self.rows32 if batch is None else self.rows32[batch]
+        rows32 = self.rows32 if batch is None else rows.astype(np.float32)
         # Overflow to inf is caught below (the float64 product is used then).
         with np.errstate(over="ignore", invalid="ignore"):
             product = np.matmul(
