@@ -6,8 +6,9 @@ import warnings
 from numbers import Integral, Real
 
 import numpy as np
+import scipy.sparse as sp
 from scipy import linalg, special
-from scipy.linalg import blas
+from scipy.linalg import lapack
 from sklearn.base import ClassifierMixin, TransformerMixin, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
@@ -16,11 +17,19 @@ from sklearn.utils.validation import (
     check_is_fitted,
     validate_data,
 )
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
+from ._logistic_kernels import (
+    count_nonzero_and_squared_norms,
+    dense_to_csr,
+    root_omega_rows,
+    root_omega_scale,
+    sparse_polya_gamma_gram,
+)
 from .base import CentralPrivacyEstimator
 from .exceptions import PrivacyLeakWarning
-from .mechanisms import clip_rows, project_psd
+from .mechanisms import _clip_rows_inplace, clip_rows
+from .utils._validation import check_positive_bound
 
 __all__ = ["DPBayesLogReg"]
 
@@ -60,8 +69,21 @@ _LOG_TRAPEZOID_WEIGHTS = (
     + special.log_expit(_TRAPEZOID_GRID)
     + special.log_expit(-_TRAPEZOID_GRID)
 )
+# The averaged second moment is eigendecomposed in float32 when its norm
+# times float32's unit roundoff is at most this share of the noise floor.
+_FLOAT32_ROUNDING = float(np.finfo(np.float32).eps) / 2.0
+_EIGH_FLOAT32_SHARE = 1e-3
+# Design rows with at most this fraction of non-zero entries take the sparse
+# E-step kernel (nnz^2 operations per row) instead of dense BLAS products.
+_SPARSE_DENSITY = 0.2
 # Rows per chunk in the quadrature, to bound memory (rows x 481 floats).
 _PREDICT_CHUNK = 4096
+
+
+@functools.cache
+def _blas_controller():
+    """The process's BLAS libraries, found once (a search reads /proc, ~5 ms)."""
+    return ThreadpoolController()
 
 
 def _expected_polya_gamma(logit_scale):
@@ -92,12 +114,28 @@ def _design_rows(X, data_norm, fit_intercept):
     ``[x * sqrt(3) / 2, data_norm / 2]`` carries the constant feature inside
     the same norm bound (the second clip only absorbs rounding).
     """
-    rows = clip_rows(X, data_norm)
     if not fit_intercept:
-        return rows
+        return clip_rows(X, data_norm)
+    data_norm = check_positive_bound(data_norm, "max_norm")
+    X = np.asarray(X, dtype=np.float64)
+    if not np.all(np.isfinite(X)):
+        raise ValueError("X must not contain NaN or infinity.")
+    n_samples, n_features = X.shape
     feature_scale, constant = _intercept_split(data_norm)
-    rows = np.hstack([rows * feature_scale, np.full((rows.shape[0], 1), constant)])
-    return clip_rows(rows, data_norm)
+    # clip_rows(X, data_norm) * feature_scale, as the scaled features
+    # clipped to data_norm * feature_scale, written into the design rows'
+    # columns in place: one pass instead of copies.
+    rows = np.empty((n_samples, n_features + 1))
+    features = rows[:, :n_features]
+    if data_norm * feature_scale >= np.finfo(np.float64).tiny:
+        np.multiply(X, feature_scale, out=features)
+        _clip_rows_inplace(features, data_norm * feature_scale)
+    else:  # the product would lose digits: clip, then scale
+        features[...] = X
+        _clip_rows_inplace(features, data_norm)
+        features *= feature_scale
+    rows[:, n_features] = constant
+    return _clip_rows_inplace(rows, data_norm)
 
 
 def _intercept_split(data_norm):
@@ -142,15 +180,103 @@ def _expected_sufficient_statistics(rows, labels, second_moment, work=None):
         work = np.empty_like(rows)
     np.matmul(rows, second_moment, out=work)
     squared_logit_scale = np.einsum("ij,ij->i", work, rows)
-    omega = _expected_polya_gamma(np.sqrt(np.maximum(squared_logit_scale, 0.0)))
     first_moment_sum = (labels - 0.5) @ rows
-    # sum_n omega_n x_n x_n' as the symmetric rank-k update of the rows
-    # scaled by sqrt(omega_n): half the flops of a general product, and
-    # exactly symmetric once the upper triangle is mirrored.
+    return first_moment_sum, _weighted_gram(rows, squared_logit_scale, work)
+
+
+def _weighted_gram(rows, squared_logit_scale, work):
+    """``sum_n E[omega_n] x_n x_n'`` in float64, ``E[omega_n]`` from ``c_n^2``.
+
+    Whatever ``squared_logit_scale`` holds (it may come from a float32
+    product), ``E[omega_n]`` is in [0, 1/4], so each record adds at most
+    ``||x_n||^2 / 4`` in Frobenius norm: only the weights depend on it.
+    """
+    omega = _expected_polya_gamma(np.sqrt(np.maximum(squared_logit_scale, 0.0)))
+    # sum_n omega_n x_n x_n' as the symmetric rank-k update of the rows scaled
+    # by sqrt(omega_n): numpy computes A' A with syrk (half the flops of a
+    # general product) and mirrors the triangle, so it is exactly symmetric.
     np.multiply(rows, np.sqrt(omega)[:, np.newaxis], out=work)
-    upper = np.triu(blas.dsyrk(1.0, work.T, trans=0))
-    second_moment_sum = upper + np.triu(upper, 1).T
-    return first_moment_sum, second_moment_sum
+    return work.T @ work
+
+
+class _EStep:
+    """The E-step over fixed design rows, with what does not change precomputed.
+
+    Rows with few non-zero entries go through a numba kernel that costs
+    ``nnz^2`` per row; dense rows through BLAS, with ``x_n' E[w w'] x_n``
+    (which only sets the weights ``E[omega_n]``, never the bound of a
+    record's contribution) as a float32 product when ``float32`` (its
+    relative error, about 1e-7, is far below the noise of a private fit) and
+    the released sum in float64. In full batch the first-moment statistic,
+    which does not depend on the posterior, is computed once.
+    """
+
+    def __init__(self, rows, labels, *, float32=True):
+        self.rows = rows
+        self.labels = labels
+        self.sparse = None
+        self.first_moment_sum = (labels - 0.5) @ rows
+        n_nonzero, self.squared_norms = count_nonzero_and_squared_norms(rows)
+        if rows.size and n_nonzero <= _SPARSE_DENSITY * rows.size:
+            indptr, indices, values = dense_to_csr(rows)
+            self.sparse = sp.csr_matrix((values, indices, indptr), shape=rows.shape)
+            return
+        self.float32 = float32
+        # Full-batch buffers, made on the first full-batch call (Poisson
+        # batches make their own, of the batch's size).
+        self.work = self.rows32 = self.product32 = None
+
+    def __call__(self, second_moment, *, batch=None, isotropic=False):
+        """The two statistics of the rows (or of ``batch``, an index array).
+
+        ``isotropic`` says that ``second_moment`` is a multiple of the
+        identity (the first iteration), so ``x' E[w w'] x`` is a scaled
+        squared norm.
+        """
+        if batch is None:
+            rows, first_moment_sum = self.rows, self.first_moment_sum
+        else:
+            rows = self.rows[batch]
+            first_moment_sum = (self.labels[batch] - 0.5) @ rows
+        n_weights = rows.shape[1]
+        if self.sparse is not None:
+            csr = self.sparse if batch is None else self.sparse[batch]
+            second_moment_sum = np.empty((n_weights, n_weights))
+            sparse_polya_gamma_gram(
+                csr.indptr,
+                csr.indices,
+                csr.data,
+                np.ascontiguousarray(second_moment),
+                second_moment_sum,
+            )
+            return first_moment_sum, second_moment_sum
+        if batch is None and self.work is None:
+            self.work = np.empty_like(rows)
+            if self.float32:
+                self.rows32 = rows.astype(np.float32)
+                self.product32 = np.empty_like(self.rows32)
+        work = self.work if batch is None else np.empty_like(rows)
+        if isotropic:
+            norms = self.squared_norms if batch is None else self.squared_norms[batch]
+            root_omega_scale(second_moment[0, 0] * norms, rows, work)
+            return first_moment_sum, work.T @ work
+        if not self.float32:
+            labels = self.labels if batch is None else self.labels[batch]
+            return _expected_sufficient_statistics(rows, labels, second_moment, work)
+        rows32 = self.rows32 if batch is None else rows.astype(np.float32)
+        # Overflow to inf is caught below (the float64 product is used then).
+        with np.errstate(over="ignore", invalid="ignore"):
+            product = np.matmul(
+                rows32,
+                second_moment.astype(np.float32),
+                out=self.product32 if batch is None else None,
+            )
+        if root_omega_rows(product, rows32, rows, work):
+            return first_moment_sum, work.T @ work
+        # Out of float32's range: the float64 product instead.
+        np.matmul(rows, second_moment, out=work)
+        squared_logit_scale = np.einsum("ij,ij->i", work, rows)
+        return first_moment_sum, _weighted_gram(rows, squared_logit_scale, work)
 
 
 def _gaussian_posterior(precision, shift):
@@ -159,6 +285,50 @@ def _gaussian_posterior(precision, shift):
     covariance = linalg.cho_solve(factor, np.eye(precision.shape[0]))
     covariance = (covariance + covariance.T) / 2.0
     return covariance, linalg.cho_solve(factor, shift)
+
+
+def _floored_posterior(second_total, floor, expected_precision, first_total):
+    """q(w) from the averaged second moment, its eigenvalues floored at ``floor``.
+
+    ``second_total`` is exactly symmetric (an average of symmetric releases).
+
+    The precision is ``E[a] I + project_psd(second_total, floor)``. A Cholesky
+    factorisation of ``second_total - floor I`` settles the common case of
+    nothing to project; otherwise one eigendecomposition gives both the
+    projection and the inverse of the precision.
+
+    Returns
+    -------
+    covariance : ndarray of shape (n_weights, n_weights)
+    mean : ndarray of shape (n_weights,)
+    projected : callable
+        Returns the projected second moment (computed only when called).
+    """
+    n_weights = second_total.shape[0]
+    try:
+        np.linalg.cholesky(second_total - floor * np.eye(n_weights))
+    except np.linalg.LinAlgError:
+        pass
+    else:
+        covariance, mean = _gaussian_posterior(
+            expected_precision * np.eye(n_weights) + second_total, first_total
+        )
+        return covariance, mean, lambda: second_total
+    if _FLOAT32_ROUNDING * np.linalg.norm(second_total) <= _EIGH_FLOAT32_SHARE * floor:
+        # Rounding to float32 moves eigenvalues by far less than the floor
+        # that the noise sets (and LAPACK's float32 solver is faster).
+        values, vectors, info = lapack.ssyevd(second_total.astype(np.float32))
+        if info != 0:
+            values, vectors = np.linalg.eigh(second_total)
+    else:
+        values, vectors = np.linalg.eigh(second_total)
+    values, vectors = values.astype(np.float64), vectors.astype(np.float64)
+    floored = np.maximum(values, floor)
+    # B B' with B = V diag(precision eigenvalues)^-1/2: numpy's syrk, so the
+    # covariance is exactly symmetric.
+    factor = vectors / np.sqrt(expected_precision + floored)
+    covariance = factor @ factor.T
+    return covariance, covariance @ first_total, lambda: (vectors * floored) @ vectors.T
 
 
 def _released_objective(
@@ -257,15 +427,13 @@ def _fit_vips(
     second_total = np.zeros((n_weights, n_weights))
     noise_variance_factor = 0.0
     covariance, mean = _gaussian_posterior(expected_precision * identity, first_total)
-    work = np.empty_like(rows) if sample_rate == 1.0 else None
+    # Without noise nothing hides float32's rounding: float64 throughout.
+    e_step = _EStep(rows, labels, float32=engine.plan.noise_multiplier > 0)
     for iteration in range(1, n_iter + 1):
-        if sample_rate < 1.0:
-            batch = engine.sample(n_samples)
-            batch_rows, batch_labels = rows[batch], labels[batch]
-        else:
-            batch_rows, batch_labels = rows, labels
-        first_sum, second_sum = _expected_sufficient_statistics(
-            batch_rows, batch_labels, covariance + np.outer(mean, mean), work
+        batch = engine.sample(n_samples) if sample_rate < 1.0 else None
+        # Before the first release the posterior is the prior, N(0, I / E[a]).
+        first_sum, second_sum = e_step(
+            covariance + np.outer(mean, mean), batch=batch, isotropic=iteration == 1
         )
         noisy_first, noisy_second = engine.release(
             [first_sum, second_sum], sensitivities, symmetric=[False, True]
@@ -290,9 +458,8 @@ def _fit_vips(
             * second_noise_std
             * math.sqrt(noise_variance_factor * n_weights)
         )
-        second_total_psd = project_psd(second_total, floor)
-        covariance, mean = _gaussian_posterior(
-            expected_precision * identity + second_total_psd, first_total
+        covariance, mean, second_total_psd = _floored_posterior(
+            second_total, floor, expected_precision, first_total
         )
         rate = prior_rate + 0.5 * (np.trace(covariance) + mean @ mean)
         expected_precision = shape / rate
@@ -301,7 +468,7 @@ def _fit_vips(
             objective = functools.partial(
                 _released_objective,
                 first_total,
-                second_total_psd,
+                second_total_psd(),
                 mean,
                 covariance,
                 shape,
@@ -388,6 +555,15 @@ class DPBayesLogReg(ClassifierMixin, TransformerMixin, CentralPrivacyEstimator):
     matrices with eigenvalues at least the typical spectral radius of the
     noise it holds (a data-independent floor), then the prior precision
     ``E[a]`` is added.
+
+    With noise, the quantities that only steer the fit are computed in
+    float32, whose rounding (relative 1e-7) lies far below the noise: each
+    row's ``x' E[w w'] x``, which sets its weight ``E[omega]`` (any weight in
+    [0, 1/4] keeps the bound above), and the eigendecomposition of the
+    averaged second moment when its rounding is under a thousandth of the
+    floor. The released sums, their clipping and their sensitivities are
+    float64. Without noise everything is float64. Rows with at most a fifth
+    of their entries non-zero take a sparse kernel.
 
     Parameters
     ----------
@@ -574,14 +750,16 @@ class DPBayesLogReg(ClassifierMixin, TransformerMixin, CentralPrivacyEstimator):
         self.random_state = random_state
 
     def _check_labels(self, y):
-        check_classification_targets(y)
+        y_type = type_of_target(y, input_name="y")
+        if y_type != "binary":
+            # scikit-learn's error (or warning) for targets that are not classes.
+            check_classification_targets(y)
         classes = np.unique(y)
         if classes.size < 2:
             raise ValueError(
                 f"{type(self).__name__} needs samples of two classes; y holds one "
                 f"class only: {classes.tolist()!r}."
             )
-        y_type = type_of_target(y, input_name="y")
         if y_type != "binary":
             raise ValueError(
                 "Only binary classification is supported. The type of the target "
@@ -643,7 +821,7 @@ class DPBayesLogReg(ClassifierMixin, TransformerMixin, CentralPrivacyEstimator):
         # square): a second BLAS thread costs more in synchronisation than it
         # saves (benchmarks/bench_logistic.py speed, a1a: 0.05 s with one
         # thread, 0.36 s with two on 2 busy cores).
-        with threadpool_limits(limits=1, user_api="blas"):
+        with _blas_controller().limit(limits=1, user_api="blas"):
             mean, covariance, shape, rate = _fit_vips(
                 rows,
                 labels,

@@ -13,6 +13,7 @@ No function here keeps a privacy budget: the estimator that calls a mechanism
 records the release in its own accountant.
 """
 
+import functools
 import math
 import random
 import secrets
@@ -24,6 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils import check_random_state
 
+from ._clip_kernels import scaled_row_norms
 from .exceptions import PrivacyLeakWarning
 from .utils._validation import (
     check_non_negative_number,
@@ -33,14 +35,14 @@ from .utils._validation import (
 
 __all__ = [
     "PrivacyLeakWarning",
-    "clip_rows",
     "clip_frobenius",
-    "gaussian_noise_scales",
-    "gaussian_mechanism",
-    "symmetric_gaussian_noise",
-    "project_psd",
-    "two_sided_geometric",
+    "clip_rows",
     "discrete_gaussian",
+    "gaussian_mechanism",
+    "gaussian_noise_scales",
+    "project_psd",
+    "symmetric_gaussian_noise",
+    "two_sided_geometric",
 ]
 
 # Half the distance from 1.0 to the next float64: the relative error of one
@@ -100,22 +102,13 @@ def _scaled_row_norms(rows):
 
     Scaling by the largest absolute entry first keeps the sum of squares in
     about [1, n_features], so it neither overflows (1e300-scale rows) nor
-    underflows (1e-300-scale rows).
+    underflows (1e-300-scale rows). Multiplying by the reciprocal of the row
+    maximum is faster than dividing, and its extra rounding is in the error
+    bound; where the reciprocal is not a normal float (row maxima below
+    2**-1024 or above 2**1022) the kernel divides instead. One numba pass per
+    row, without the temporaries of the whole array that numpy would need.
     """
-    row_max = np.maximum(rows.max(axis=1), -rows.min(axis=1))
-    # Multiplying by a reciprocal is faster than dividing; its extra rounding
-    # is in the error bound. Where the reciprocal overflows or is subnormal
-    # (row maxima below 2**-1024 or above 2**1022) it is inexact: divide.
-    with np.errstate(divide="ignore", over="ignore"):
-        reciprocal = 1.0 / np.where(row_max > 0, row_max, 1.0)
-    inexact = ~(reciprocal <= np.finfo(np.float64).max) | (
-        reciprocal < np.finfo(np.float64).tiny
-    )
-    reciprocal[inexact] = 1.0
-    scaled = rows * reciprocal[:, np.newaxis]
-    if np.any(inexact):
-        scaled[inexact] = rows[inexact] / row_max[inexact, np.newaxis]
-    return row_max, np.sqrt(np.einsum("ij,ij->i", scaled, scaled))
+    return scaled_row_norms(rows)
 
 
 def _rows_to_scale(rows, max_norm):
@@ -357,6 +350,15 @@ def gaussian_noise_scales(sensitivities, noise_multiplier):
     return noise_multiplier * math.sqrt(sensitivities.size) * sensitivities
 
 
+@functools.lru_cache(maxsize=16)
+def _upper_triangle(n_features):
+    """Flat indices of ``np.triu_indices(n_features)``, read-only, once per size."""
+    upper_rows, upper_cols = np.triu_indices(n_features)
+    flat = upper_rows * n_features + upper_cols
+    flat.flags.writeable = False
+    return flat
+
+
 def symmetric_gaussian_noise(n_features, scale, *, random_state=None):
     """Symmetric Gaussian noise for releasing a symmetric matrix (Analyze-Gauss).
 
@@ -405,11 +407,12 @@ def symmetric_gaussian_noise(n_features, scale, *, random_state=None):
     scale = check_non_negative_number(scale, "scale")
     rng = _check_numpy_random_state(random_state)
     n_features = int(n_features)
-    upper_rows, upper_cols = np.triu_indices(n_features)
-    noise = np.zeros((n_features, n_features))
-    noise[upper_rows, upper_cols] = rng.normal(0.0, scale, size=upper_rows.size)
-    noise[upper_cols, upper_rows] = noise[upper_rows, upper_cols]
-    return noise
+    upper = _upper_triangle(n_features)
+    noise = np.zeros(n_features * n_features)
+    noise[upper] = rng.normal(0.0, scale, size=upper.size)
+    noise = noise.reshape(n_features, n_features)
+    # Mirror the strict upper triangle: adding to zeros is exact.
+    return noise + np.triu(noise, 1).T
 
 
 def gaussian_mechanism(
@@ -525,7 +528,11 @@ def gaussian_mechanism(
         sensitivities = _check_sensitivities(sensitivities)
         return [
             _secure_block_noise(
-                block, float(delta), float(scale) * (1.0 + _SECURE_GRID_FRACTION), flag, rng
+                block,
+                float(delta),
+                float(scale) * (1.0 + _SECURE_GRID_FRACTION),
+                flag,
+                rng,
             )
             for block, delta, scale, flag in zip(
                 blocks, sensitivities, scales, symmetric, strict=True
@@ -752,7 +759,9 @@ class _ExactBits:
             value = 0
             for _ in range(n_words):
                 if not self._words:
-                    self._words.extend(array("Q", self._randbytes(8 * _SECURE_WORDS_PER_REFILL)))
+                    self._words.extend(
+                        array("Q", self._randbytes(8 * _SECURE_WORDS_PER_REFILL))
+                    )
                 value = (value << 64) | self._words.pop()
             value >>= 64 * n_words - n_bits
             if value < bound:

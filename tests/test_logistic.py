@@ -5,6 +5,7 @@ import math
 import pickle
 import re
 from contextlib import redirect_stdout
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -14,16 +15,22 @@ from scipy import integrate, optimize, special, stats
 from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV
 
+from skprivfact import logistic
+from skprivfact._logistic_kernels import dense_to_csr
 from skprivfact.accounting import calibrate_noise_multiplier
 from skprivfact.datasets import load_adult
 from skprivfact.exceptions import PrivacyLeakWarning
 from skprivfact.logistic import (
     DPBayesLogReg,
     _design_rows,
+    _EStep,
     _expected_polya_gamma,
     _expected_sufficient_statistics,
+    _floored_posterior,
+    _gaussian_posterior,
     _log_expected_sigmoid,
 )
+from skprivfact.mechanisms import project_psd
 from skprivfact.privacy import PrivacyEngine
 from skprivfact.utils._testing import dp_accounting_epsilon, gaussian_kl
 
@@ -104,6 +111,141 @@ def test_design_rows_bound_every_record_contribution():
                 )
                 assert np.linalg.norm(first) <= data_norm / 2.0
                 assert np.linalg.norm(second) <= data_norm**2 / 4.0 * (1 + 1e-15)
+
+
+@pytest.mark.parametrize("data_norm", [1e-310, 1e-300, 1e300])
+def test_design_rows_bound_holds_exactly_at_extreme_scales(data_norm):
+    rng = np.random.RandomState(1)
+    X = np.vstack([rng.normal(size=(5, 3)) * data_norm, np.full((1, 3), data_norm)])
+    for fit_intercept in (True, False):
+        rows = _design_rows(X, data_norm, fit_intercept)
+        for row in rows:
+            exact = sum(Fraction(float(v)) ** 2 for v in row)
+            assert exact <= Fraction(data_norm) ** 2
+
+
+def sparse_rows(n_samples, n_features, density, seed):
+    """Design rows of norm <= 1 with about ``density`` of their entries non-zero."""
+    rng = np.random.RandomState(seed)
+    X = rng.normal(size=(n_samples, n_features)) * (
+        rng.uniform(size=(n_samples, n_features)) < density
+    )
+    X /= np.maximum(1.0, np.linalg.norm(X, axis=1))[:, np.newaxis]
+    return _design_rows(X, 1.0, True), (rng.uniform(size=n_samples) < 0.5) * 1.0
+
+
+def random_second_moment(n_weights, seed):
+    rng = np.random.RandomState(seed)
+    A = rng.normal(size=(n_weights, n_weights))
+    mean = rng.normal(size=n_weights)
+    return np.linalg.inv(A @ A.T / n_weights + np.eye(n_weights)) + np.outer(mean, mean)
+
+
+def test_dense_to_csr_matches_scipy():
+    rows, _ = sparse_rows(50, 12, 0.2, 0)
+    rows[3] = 0.0
+    indptr, indices, values = dense_to_csr(rows)
+    reference = sp.csr_matrix(rows)
+    np.testing.assert_array_equal(indptr, reference.indptr)
+    np.testing.assert_array_equal(indices, reference.indices)
+    np.testing.assert_array_equal(values, reference.data)
+
+
+@pytest.mark.parametrize("density", [0.05, 0.6])
+def test_e_step_paths_agree_with_the_dense_reference(density):
+    rows, labels = sparse_rows(400, 30, density, 1)
+    second_moment = random_second_moment(rows.shape[1], 2)
+    first, second = _expected_sufficient_statistics(rows, labels, second_moment)
+    batch = np.arange(0, 400, 3)
+    batch_first, batch_second = _expected_sufficient_statistics(
+        rows[batch], labels[batch], second_moment
+    )
+    exact = _EStep(rows, labels, float32=False)
+    fast = _EStep(rows, labels)
+    assert (exact.sparse is not None) == (density < logistic._SPARSE_DENSITY)
+    for e_step, rtol in [(exact, 1e-12), (fast, 1e-12 if density < 0.2 else 1e-5)]:
+        for kwargs, (ref_first, ref_second) in [
+            ({}, (first, second)),
+            ({"batch": batch}, (batch_first, batch_second)),
+        ]:
+            got_first, got_second = e_step(second_moment, **kwargs)
+            np.testing.assert_allclose(got_first, ref_first, rtol=1e-12, atol=1e-12)
+            np.testing.assert_allclose(got_second, ref_second, rtol=rtol)
+            np.testing.assert_array_equal(got_second, got_second.T)
+    # The first iteration's isotropic shortcut is the product with c I.
+    isotropic = 0.7 * np.eye(rows.shape[1])
+    np.testing.assert_allclose(
+        fast(isotropic, isotropic=True)[1],
+        _expected_sufficient_statistics(rows, labels, isotropic)[1],
+        rtol=1e-12,
+    )
+
+
+@pytest.mark.parametrize("density", [0.05, 1.0])
+@pytest.mark.parametrize("scale", [0.0, 1.0, -1.0, 1e38, -1e300])
+def test_every_e_step_path_bounds_each_record(density, scale):
+    # Whatever the second moment (huge ones overflow float32's product and
+    # take the float64 path), each record adds at most data_norm^2 / 4.
+    data_norm = 0.7
+    rows, labels = sparse_rows(30, 8, density, 3)
+    rows = _design_rows(rows[:, :-1], data_norm, True)
+    second_moment = scale * random_second_moment(rows.shape[1], 4)
+    for float32 in (True, False):
+        for i in range(rows.shape[0]):
+            e_step = _EStep(rows[i : i + 1], labels[i : i + 1], float32=float32)
+            for isotropic in (False, True):
+                moment = (
+                    np.eye(rows.shape[1]) * abs(scale) if isotropic else second_moment
+                )
+                first, second = e_step(moment, isotropic=isotropic)
+                assert np.linalg.norm(first) <= data_norm / 2.0
+                assert np.linalg.norm(second) <= data_norm**2 / 4.0 * (1 + 1e-15)
+
+
+@pytest.mark.parametrize(
+    "floor, path", [(0.0, "cholesky"), (1e-3, "float64"), (5.0, "float32")]
+)
+def test_floored_posterior_is_the_projected_gaussian_posterior(floor, path):
+    rng = np.random.RandomState(5)
+    A = rng.normal(size=(15, 15))
+    second_total = (A + A.T) * 2 + (45.0 if path == "cholesky" else 0.0) * np.eye(15)
+    eigenvalues = np.linalg.eigvalsh(second_total)
+    assert (eigenvalues.min() >= floor) == (path == "cholesky")
+    assert eigenvalues.max() > floor
+    in_float32 = (
+        logistic._FLOAT32_ROUNDING * np.linalg.norm(second_total)
+        <= logistic._EIGH_FLOAT32_SHARE * floor
+    )
+    assert in_float32 == (path == "float32")
+    first_total = rng.normal(size=15)
+    covariance, mean, projected = _floored_posterior(
+        second_total, floor, 1.3, first_total
+    )
+    ref_projected = project_psd(second_total, floor)
+    ref_covariance, ref_mean = _gaussian_posterior(
+        1.3 * np.eye(15) + ref_projected, first_total
+    )
+    rtol = 1e-5 if in_float32 else 1e-10
+    scale = np.abs(ref_projected).max()
+    np.testing.assert_allclose(projected(), ref_projected, rtol=0, atol=rtol * scale)
+    np.testing.assert_allclose(
+        covariance, ref_covariance, rtol=0, atol=rtol * np.abs(ref_covariance).max()
+    )
+    np.testing.assert_allclose(mean, ref_mean, rtol=rtol)
+    np.testing.assert_array_equal(covariance, covariance.T)
+
+
+def test_sparse_and_dense_paths_give_the_same_noise_free_fit(monkeypatch):
+    rows, labels = sparse_rows(500, 20, 0.1, 6)
+    X = rows[:, :-1] / (math.sqrt(3.0) / 2.0)
+    fits = []
+    for density in (0.0, 1.0):
+        monkeypatch.setattr(logistic, "_SPARSE_DENSITY", density)
+        fits.append(DPBayesLogReg(epsilon=INF, data_norm=1.0).fit(X, labels))
+    np.testing.assert_allclose(fits[0].coef_, fits[1].coef_, rtol=1e-10)
+    np.testing.assert_allclose(
+        fits[0].coef_covariance_, fits[1].coef_covariance_, rtol=1e-10
+    )
 
 
 # Exactness without noise -------------------------------------------------------
@@ -322,7 +464,8 @@ def replace_one_epsilon(noise_multiplier, sample_rate, steps, delta):
     from dp_accounting.pld import pld_privacy_accountant
 
     accountant = pld_privacy_accountant.PLDAccountant(
-        dp_accounting.NeighboringRelation.REPLACE_ONE, value_discretization_interval=1e-4
+        dp_accounting.NeighboringRelation.REPLACE_ONE,
+        value_discretization_interval=1e-4,
     )
     accountant.compose(
         dp_accounting.PoissonSampledDpEvent(
@@ -572,4 +715,3 @@ def test_adult_noise_free_matches_logistic_regression():
     auc = roc_auc_score(y_test, clf.predict_proba(X_test)[:, 1])
     reference_auc = roc_auc_score(y_test, reference.predict_proba(X_test)[:, 1])
     assert abs(auc - reference_auc) < 0.005
-

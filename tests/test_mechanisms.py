@@ -63,6 +63,25 @@ ADVERSARIAL_ROWS = np.array(
 ADVERSARIAL_BOUNDS = [5.0, 1.0, 0.1, 1e-310, 5e-324, 1e-300, 1e300, 1.7e308, 1e10]
 
 
+def test_scaled_row_norms_are_exact_within_the_error_bound():
+    # The clipping guarantee rests on ||row|| = m * r within the bound of
+    # _norm_relative_error_bound, at every scale and for strided views.
+    rows = np.vstack([ADVERSARIAL_ROWS, np.random.RandomState(0).normal(size=(20, 4))])
+    bound = mechanisms._norm_relative_error_bound(rows.shape[1])
+    wide = np.zeros((rows.shape[0], 9))
+    wide[:, ::2][:, :4] = rows
+    for view in (rows, np.asfortranarray(rows), wide[:, ::2][:, :4]):
+        row_max, scaled_norm = mechanisms._scaled_row_norms(view)
+        for i, row in enumerate(rows):
+            assert row_max[i] == np.max(np.abs(row))
+            exact = exact_squared_norm(row)
+            if exact == 0:
+                assert scaled_norm[i] == 0.0
+                continue
+            computed = Fraction(float(row_max[i])) * Fraction(float(scaled_norm[i]))
+            assert abs(computed**2 / exact - 1) <= 3 * Fraction(bound), f"row {i}"
+
+
 @pytest.mark.parametrize("max_norm", ADVERSARIAL_BOUNDS)
 def test_clip_rows_adversarial_rows_never_exceed_bound(max_norm):
     X = ADVERSARIAL_ROWS.copy()
