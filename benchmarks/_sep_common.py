@@ -207,7 +207,8 @@ def print_uci_table(results, title, reference=None):
         median_rmse = statistics.median(r["rmse"] for r in rows)
         seconds = statistics.mean(r["seconds"] for r in rows)
         line = (
-            f"{name:<27}{result['n']:>6}{result['d']:>3}{DATASETS[name][0]:>4}"
+            f"{name:<27}{result['n']:>6}{result['d']:>3}"
+            f"{result.get('hidden', DATASETS[name][0]):>4}"
             f"{result['passes']:>5}{rows[0]['batch_size']:>5.0f}  "
             f"{fmt(*rmse):>18}  {median_rmse:>8.4g}  {baseline_rmse(name, len(rows)):>9.4g}  "
             f"{fmt(*ll):>18}  {seconds:>7.1f}"

@@ -10,7 +10,7 @@ function says what public hook of ``sep.py`` would replace it:
 
 - ``posterior_natural_params_`` and ``posterior_noise_std_`` fitted
   attributes (now ``_posterior`` and ``_posterior_noise``);
-- the fitted model object as ``model_``, with public ``n_weights``,
+- the fitted model object (e.g. ``fitted_model_``), with public ``n_weights``,
   ``prior()`` and ``sites(X, y, cavity)`` (now ``_model``);
 - ``factor_noise_std`` as a public function (now ``sep._factor_noise_std``);
 - a start factor for the network, e.g. ``init="custom"`` with

@@ -2,7 +2,7 @@
 
 Run from the project root (with the package installed, or ``PYTHONPATH=.``)::
 
-    python benchmarks/bench_sep.py [linear] [mlp] [private] [private-linear]
+    python benchmarks/bench_sep.py [linear] [mlp] [raw] [private] [private-linear]
         [sweep] [noise] [floor] [speed] [dpsgd]
         [--datasets kin8nm power-plant ...] [--n-splits N] [--protein-passes 40]
         [--save-json PATH] [--reference-json PATH] [--numba-threads 1]
@@ -18,6 +18,10 @@ mlp      non-private network SEP (epsilon=inf, clip_norm=None) on the UCI sets,
          split's statistics (the estimator's behaviour with bounds None): test
          RMSE and log-likelihood, against probabilistic backpropagation's
          published RMSE
+raw      DPSEPRegressor(epsilon=inf) with all other parameters at their
+         defaults (the network of 50 hidden units, no clipping, 40 passes) on
+         the raw UCI columns, same splits as mlp: what a user gets without
+         preprocessing, against probabilistic backpropagation's published RMSE
 private  epsilon = 1, delta = 1e-5, with bounds fixed before the splits (see
          below), against the non-private run on the same splits (taken from
          ``--reference-json``, a file written by ``mlp --save-json``, or run
@@ -72,7 +76,7 @@ Without a section name every section runs. The UCI files are read from the
 ``uci`` folder of ``skprivfact.datasets.get_data_home()`` (``SKPRIVFACT_DATA``,
 else ../shared/data; sections that need them are skipped when it is absent).
 
-The sections live in ``_sep_accuracy.py`` (linear, mlp, private,
+The sections live in ``_sep_accuracy.py`` (linear, mlp, raw, private,
 private-linear, sweep), ``_sep_noise.py`` (noise, floor) and
 ``_sep_reference.py`` (dpsgd, speed), over the data and metrics of
 ``_sep_common.py``; whatever they read of the estimator's private state goes
@@ -92,6 +96,7 @@ from _sep_accuracy import (
     section_mlp,
     section_private,
     section_private_linear,
+    section_raw,
     section_sweep,
 )
 from _sep_common import DATASETS, N_PASSES, UCI, print_uci_table
@@ -102,6 +107,7 @@ from threadpoolctl import threadpool_limits
 SECTIONS = (
     "linear",
     "mlp",
+    "raw",
     "private",
     "private-linear",
     "sweep",
@@ -190,6 +196,8 @@ def main(argv=None):
             reference = json.loads(args.reference_json.read_text())["mlp"]
         if "mlp" in saved:
             print_uci_table(saved["mlp"], "Non-private (epsilon=inf, clip_norm=None)")
+        if "raw" in saved:
+            print_uci_table(saved["raw"], "Raw data, defaults (epsilon=inf)")
         if "private" in saved:
             print_uci_table(
                 saved["private"],
@@ -223,6 +231,8 @@ def main(argv=None):
             elif section == "mlp":
                 saved["mlp"] = section_mlp(args, names)
                 reference = {**(reference or {}), **saved["mlp"]}
+            elif section == "raw":
+                saved["raw"] = section_raw(args, names)
             elif section == "private":
                 saved["private"] = section_private(args, names, reference)
             elif section == "sweep":

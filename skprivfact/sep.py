@@ -550,14 +550,22 @@ class DPSEPRegressor(
     :class:`~skprivfact.exceptions.PrivacyLeakWarning` is issued and the
     fitted offsets and scales reveal them), and the one bit of the warning
     that some values lay outside the bounds. ``epsilon=float("inf")`` runs
-    SEP without noise (clipped, or unclipped with ``clip_norm=None``).
+    SEP without noise (unclipped by default, clipped with a ``clip_norm``).
+
+    Raw data: with ``epsilon=float("inf")`` and the defaults (no bounds, the
+    network, no clipping) inputs and target are standardized inside the
+    estimator and predictions come back in the target's units, so no
+    preprocessing is needed. Under noise, set ``bounds_X`` and ``bounds_y``
+    from knowledge fixed independently of the data (physical or instrument
+    ranges); leaving them unset warns.
 
     Models: ``model="linear"`` is Bayesian linear regression with a
     full-covariance Gaussian posterior over the weights and the intercept
     (the tilted distributions are exact); ``model="mlp"`` is a network with
     one hidden layer of ``hidden_units`` ReLU units and a factorized Gaussian
     posterior over its weights, the tilted moments computed by probabilistic
-    backpropagation's moment propagation.
+    backpropagation's moment propagation. The default ``model="auto"`` fits
+    the network without noise and the linear model under noise.
 
     What privacy costs: the noise reaches the natural parameters of every
     weight, and clipping a site whose norm exceeds ``clip_norm`` tempers that
@@ -567,8 +575,12 @@ class DPSEPRegressor(
 
     Parameters
     ----------
-    model : {"linear", "mlp"}, default="linear"
-        The regression model.
+    model : {"auto", "linear", "mlp"}, default="auto"
+        The regression model. "auto" is ``"mlp"`` with ``epsilon=inf`` and
+        ``"linear"`` under noise, where the network's many weights each carry
+        the privacy noise and the linear model's few lose little (the privacy
+        guide's measurements). Set it explicitly to compare private and
+        non-private fits of one model; the choice is in ``model_``.
     hidden_units : int, default=50
         Hidden ReLU units of the ``"mlp"`` model.
     epsilon : float, default=1.0
@@ -576,10 +588,12 @@ class DPSEPRegressor(
         noise.
     delta : float, default=1e-5
         Privacy parameter delta in (0, 1).
-    clip_norm : float or None, default=1.0
+    clip_norm : float, "auto" or None, default="auto"
         Bound ``C`` on the Euclidean norm of each row's site natural
         parameters (and of the factor). None disables clipping, allowed only
-        with ``epsilon=float("inf")``.
+        with ``epsilon=float("inf")``. "auto" is 1.0 under noise and None
+        with ``epsilon=inf``, where clipping would only temper the likelihood
+        of the rows it touches; the value used is in ``clip_norm_``.
     damping : float or "auto", default="auto"
         SEP damping ``gamma`` in (0, 1]: each row in a batch replaces
         ``gamma / n_samples`` of the factor. "auto" is ``min(1, 4 /
@@ -615,7 +629,13 @@ class DPSEPRegressor(
         Public bounds of the inputs, scalars or arrays of length
         ``n_features``; inputs are clipped to them (with a warning) and mapped
         to [-1, 1]. None standardizes with the training data's mean and
-        standard deviation (a leak when ``epsilon`` is finite).
+        standard deviation: the right choice with ``epsilon=inf`` (raw data
+        need no preprocessing; nothing is released), and a leak under noise,
+        where it issues a
+        :class:`~skprivfact.exceptions.PrivacyLeakWarning`. Under noise the
+        map comes from the bounds alone: no private estimate of the data's
+        location and scale is made, so bounds much wider than the data leave
+        the scaled inputs in a small part of [-1, 1].
     bounds_y : tuple (lower, upper) or None, default=None
         Public bounds of the target, likewise.
     prior_precision : float or "auto", default="auto"
@@ -684,6 +704,12 @@ class DPSEPRegressor(
     noise_multiplier_ : float
         Noise std of each update relative to its sensitivity (0 without
         noise).
+    model_ : str
+        The model fitted, ``"linear"`` or ``"mlp"`` (``model``, or the one
+        chosen under "auto").
+    clip_norm_ : float or None
+        The clipping bound used (``clip_norm``, or the one chosen under
+        "auto").
     damping_ : float
         The damping used (``damping``, or the one chosen under "auto").
     sample_rate_ : float
@@ -739,9 +765,9 @@ class DPSEPRegressor(
 
     _parameter_constraints: dict = {
         **CentralPrivacyEstimator._parameter_constraints,
-        "model": [StrOptions({"linear", "mlp"})],
+        "model": [StrOptions({"auto", "linear", "mlp"})],
         "hidden_units": [Interval(Integral, 1, None, closed="left")],
-        "clip_norm": [Interval(Real, 0, None, closed="neither"), None],
+        "clip_norm": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"}), None],
         "damping": [Interval(Real, 0, 1, closed="right"), StrOptions({"auto"})],
         "batch_size": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
@@ -757,11 +783,11 @@ class DPSEPRegressor(
     def __init__(
         self,
         *,
-        model="linear",
+        model="auto",
         hidden_units=50,
         epsilon=1.0,
         delta=1e-5,
-        clip_norm=1.0,
+        clip_norm="auto",
         damping="auto",
         batch_size="auto",
         max_iter=40,
@@ -824,14 +850,25 @@ class DPSEPRegressor(
                 f"{n_samples}."
             )
         private = not math.isinf(self.epsilon)
-        if self.clip_norm is None and private:
+        model_name = self.model
+        if model_name == "auto":
+            # Under noise every weight's natural parameters carry it: the few
+            # of the linear model lose little, the network's many lose much
+            # (the privacy guide's measurements).
+            model_name = "linear" if private else "mlp"
+        clip_norm = self.clip_norm
+        if clip_norm == "auto":
+            # Without noise nothing is released: clipping would only temper
+            # the likelihood of the rows it touches.
+            clip_norm = 1.0 if private else None
+        if clip_norm is None and private:
             raise ValueError(
                 "clip_norm=None (no clipping) is only allowed with epsilon=inf: the "
                 "noise is calibrated to the clipped sites' norm."
             )
         batch_size = self.batch_size
         if batch_size == "auto":
-            if self.model == "linear":
+            if model_name == "linear":
                 batch_size = n_samples
             elif private:
                 batch_size = min(
@@ -846,13 +883,15 @@ class DPSEPRegressor(
             damping = float(self.damping)
         elif private:
             damping = min(1.0, _AUTO_PRIVATE_DAMPING_PASSES / self.max_iter)
-        elif self.model == "mlp":
+        elif model_name == "mlp":
             damping = min(1.0, _AUTO_MLP_FULL_DAMPING_ROWS / batch_size)
         else:
             damping = 1.0
         # Planned (and reserved against the budget) before the data are read.
         engine = self._start_privacy(n_samples, batch_size)
         self.damping_ = damping
+        self.model_ = model_name
+        self.clip_norm_ = clip_norm
         if self.bounds_y is None and np.ptp(y) == 0:
             raise ValueError(
                 "y is constant: its standard deviation is 0, so it cannot be "
@@ -875,7 +914,7 @@ class DPSEPRegressor(
         learn_prior = self.prior_precision == "auto" and not private
         if self.prior_precision != "auto":
             prior_precision = float(self.prior_precision)
-        elif private and self.model == "linear":
+        elif private and model_name == "linear":
             # Inputs and target lie in [-1, 1]: a prior variance of
             # 1 / (n_features + 1) per coefficient keeps the prior predictive
             # spread of the target about 1, so that the empirical-Bayes
@@ -884,7 +923,7 @@ class DPSEPRegressor(
             prior_precision = float(X.shape[1] + 1)
         else:
             prior_precision = 1.0
-        if self.model == "linear":
+        if model_name == "linear":
             model = _LinearModel(X.shape[1], prior_precision, noise_variance)
         else:
             model = _NetworkModel(X.shape[1], self.hidden_units, prior_precision, noise_variance)
@@ -893,7 +932,7 @@ class DPSEPRegressor(
             X_scaled,
             y_scaled,
             damping=self.damping_,
-            clip_norm=self.clip_norm,
+            clip_norm=clip_norm,
             engine=engine,
             n_passes=self.max_iter,
             averaging_fraction=self.averaging_fraction,
@@ -905,7 +944,7 @@ class DPSEPRegressor(
         self.prior_precision_ = float(model.prior_precision)
         self._model = model
         self._posterior = model.prior() + n_samples * factor
-        if self.model == "mlp":
+        if model_name == "mlp":
             mean, variance, shape, rate = model.moments(self._posterior, self._posterior_noise)
         else:
             mean, covariance, shape, rate = model.moments(
