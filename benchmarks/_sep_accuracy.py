@@ -163,7 +163,8 @@ def section_raw(args, names):
             "rows": rows,
         }
     print_uci_table(
-        results, "Raw data, defaults (epsilon=inf): against probabilistic backpropagation"
+        results,
+        "Raw data, defaults (epsilon=inf): against probabilistic backpropagation",
     )
     print()
     return results

@@ -767,7 +767,11 @@ class DPSEPRegressor(
         **CentralPrivacyEstimator._parameter_constraints,
         "model": [StrOptions({"auto", "linear", "mlp"})],
         "hidden_units": [Interval(Integral, 1, None, closed="left")],
-        "clip_norm": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"}), None],
+        "clip_norm": [
+            Interval(Real, 0, None, closed="neither"),
+            StrOptions({"auto"}),
+            None,
+        ],
         "damping": [Interval(Real, 0, 1, closed="right"), StrOptions({"auto"})],
         "batch_size": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "max_iter": [Interval(Integral, 1, None, closed="left")],

@@ -73,6 +73,7 @@ def test_noise_free_linear_sep_is_the_exact_conjugate_posterior():
         warnings.simplefilter("error")  # the data lie inside the bounds
         warnings.simplefilter("ignore", ReproducibleNoiseWarning)  # conftest
         reg = DPSEPRegressor(
+            model="linear",
             epsilon=INF,
             clip_norm=None,
             noise_variance=NOISE_STD**2,
@@ -485,6 +486,7 @@ def test_factor_update_from_the_released_sum(monkeypatch, batch_size):
     spy = ReleaseSpy(monkeypatch, replace=lambda clean: [released.copy()])
     damping = 0.5
     reg = DPSEPRegressor(
+        model="linear",
         epsilon=INF,
         clip_norm=None,
         damping=damping,
@@ -533,6 +535,7 @@ def test_privacy_noise_is_the_only_difference_from_clipped_sep(monkeypatch):
     params = {
         "prior_precision": 1.0,
         "model": "mlp",
+        "clip_norm": 1.0,
         "hidden_units": 3,
         "batch_size": 30,
         "damping": 0.5,
@@ -594,7 +597,11 @@ def test_prior_precision_auto_is_learned_only_without_noise():
     assert private.prior_precision_ == X.shape[1] + 1.0
     assert np.all(np.isfinite(private.coef_))
     clean = DPSEPRegressor(
-        epsilon=INF, bounds_X=BOUNDS_X, bounds_y=BOUNDS_Y, random_state=0
+        model="linear",
+        epsilon=INF,
+        bounds_X=BOUNDS_X,
+        bounds_y=BOUNDS_Y,
+        random_state=0,
     ).fit(X, y)
     # Without noise it is learned: at the end it is (to convergence) the
     # variational update's fixed point given the returned posterior.
@@ -658,6 +665,7 @@ def test_batches_are_poisson_samples(monkeypatch):
     monkeypatch.setattr(sep._LinearModel, "sites", recording)
     X, y = make_linear(100)
     reg = DPSEPRegressor(
+        model="linear",
         epsilon=INF,
         batch_size=10,
         max_iter=200,
@@ -701,6 +709,7 @@ def test_pickle_clone_grid_search_and_pipeline():
     assert cloned.get_params() == reg.get_params() and not hasattr(cloned, "coef_")
     search = GridSearchCV(
         DPSEPRegressor(
+            model="linear",
             bounds_X=BOUNDS_X,
             bounds_y=BOUNDS_Y,
             noise_variance=0.09,
@@ -892,6 +901,8 @@ def test_predict_transform_and_score_on_a_nonlinear_problem():
 def test_private_linear_fit_recovers_the_coefficients():
     X, y = make_linear(20000, seed=1)
     params = {
+        "model": "linear",
+        "clip_norm": 1.0,
         "bounds_X": BOUNDS_X,
         "bounds_y": BOUNDS_Y,
         "noise_variance": NOISE_STD**2,
@@ -1083,6 +1094,60 @@ def test_auto_settings_without_noise(params, expected_damping, expected_batch):
     ).fit(X, y)
     assert reg.damping_ == expected_damping
     assert reg.sample_rate_ == expected_batch / 400
+
+
+def test_auto_model_and_clip_norm_follow_epsilon():
+    X, y = make_linear(300)
+    bounds = {
+        "bounds_X": BOUNDS_X,
+        "bounds_y": BOUNDS_Y,
+        "max_iter": 2,
+        "random_state": 0,
+    }
+    private = DPSEPRegressor(epsilon=1.0, **bounds).fit(X, y)
+    clean = DPSEPRegressor(epsilon=INF, hidden_units=3, **bounds).fit(X, y)
+    assert (private.model_, private.clip_norm_) == ("linear", 1.0)
+    assert (clean.model_, clean.clip_norm_) == ("mlp", None)
+    # "auto" is exactly the explicit setting it names (same seeded stream).
+    explicit_private = DPSEPRegressor(
+        epsilon=1.0, model="linear", clip_norm=1.0, **bounds
+    ).fit(X, y)
+    explicit_clean = DPSEPRegressor(
+        epsilon=INF, model="mlp", clip_norm=None, hidden_units=3, **bounds
+    ).fit(X, y)
+    np.testing.assert_array_equal(private.weights_mean_, explicit_private.weights_mean_)
+    np.testing.assert_array_equal(clean.weights_mean_, explicit_clean.weights_mean_)
+    # Explicit values are kept whatever epsilon is.
+    kept = DPSEPRegressor(epsilon=INF, model="linear", clip_norm=0.5, **bounds)
+    kept.fit(X, y)
+    assert (kept.model_, kept.clip_norm_) == ("linear", 0.5)
+
+
+def test_defaults_without_noise_fit_raw_data_as_standardized_data():
+    # A nonlinear target on raw units far from [-1, 1]: the defaults (no
+    # bounds, the network, no clipping) standardize inside the estimator, so
+    # the fit on raw data is the fit on standardized data mapped back.
+    rng = np.random.RandomState(0)
+    z = rng.uniform(-2.0, 2.0, size=(400, 2))
+    target = np.sin(2.0 * z[:, 0]) + 0.5 * z[:, 1] ** 2 + 0.05 * rng.normal(size=400)
+    X_raw = 1000.0 + z * [300.0, 0.02]
+    y_raw = 5000.0 + 2000.0 * target
+    X_std = (X_raw - X_raw.mean(axis=0)) / X_raw.std(axis=0)
+    y_std = (y_raw - y_raw.mean()) / y_raw.std()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warnings.simplefilter("ignore", ReproducibleNoiseWarning)  # conftest
+        raw = DPSEPRegressor(epsilon=INF, random_state=0).fit(X_raw, y_raw)
+    standardized = DPSEPRegressor(epsilon=INF, random_state=0).fit(X_std, y_std)
+    np.testing.assert_allclose(
+        raw.predict(X_raw),
+        y_raw.mean() + y_raw.std() * standardized.predict(X_std),
+        rtol=1e-6,
+    )
+    # And the network fits what a linear model cannot: R^2 on the training
+    # data well above the linear model's.
+    linear = DPSEPRegressor(epsilon=INF, model="linear").fit(X_raw, y_raw)
+    assert raw.score(X_raw, y_raw) > 0.9 > linear.score(X_raw, y_raw) + 0.3
 
 
 def test_linear_denoising_shrinks_to_the_prior_as_the_noise_grows():
