@@ -33,6 +33,12 @@ _SMOOTHING = 1.0
 # K > 1): 1 makes it the sum of the topics' rows, the word totals themselves,
 # with no tuning on any corpus.
 _UNIGRAM_WEIGHT = 1.0
+# Tokens of a batch beyond which resampling counts each document on its own
+# (int64 cumulative counts; the float sum deciding it errs far below 2x).
+_MAX_BATCH_TOKENS = 2.0**62
+# Tokens of one document: below this its cumulative counts are exact in int64
+# and in float64.
+_MAX_DOCUMENT_TOKENS = 2**53
 
 
 def _dirichlet_expectation_2d(params):
@@ -47,6 +53,24 @@ def _csr_arrays(X):
         X.indices.astype(np.int64, copy=False),
         X.data.astype(np.float64, copy=False),
     )
+
+
+def _resample_each_document(X, counts, doc_length, rng):
+    """:func:`_resample_documents` one document at a time (integer ``counts``)."""
+    new_counts = np.zeros(counts.size)
+    for d in range(X.shape[0]):
+        start, stop = X.indptr[d], X.indptr[d + 1]
+        cumulative = np.cumsum(counts[start:stop])
+        if stop == start or cumulative[-1] == 0:
+            continue
+        positions = rng.integers(0, cumulative[-1], size=doc_length)
+        entries = np.searchsorted(cumulative, positions, side="right")
+        new_counts[start:stop] = np.bincount(entries, minlength=stop - start)
+    X_resampled = sp.csr_matrix(
+        (new_counts, X.indices.copy(), X.indptr.copy()), shape=X.shape
+    )
+    X_resampled.eliminate_zeros()
+    return X_resampled
 
 
 def _resample_documents(X, doc_length, rng):
@@ -74,6 +98,12 @@ def _resample_documents(X, doc_length, rng):
         not drawn).
     """
     counts = np.rint(X.data).astype(np.int64)
+    if X.data.sum() >= _MAX_BATCH_TOKENS:
+        # The batch's cumulative count would overflow int64 and stop being
+        # sorted, so that the search below would hand one document's tokens
+        # to another: count each document on its own (each has fewer than
+        # 2**53 tokens, see DPLDA._check_counts).
+        return _resample_each_document(X, counts, doc_length, rng)
     cumulative = np.cumsum(counts)
     tokens_before = np.concatenate([[0], cumulative])
     doc_offsets = tokens_before[X.indptr[:-1]]
@@ -648,6 +678,15 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         _check_integral(
             np.rint(values) if values.dtype.kind == "f" else values, "X", "counts"
         )
+        if integer and X.shape[0]:
+            # Resampling locates tokens by 64-bit cumulative counts.
+            longest = float(np.max(X.sum(axis=1, dtype=np.float64)))
+            if longest >= _MAX_DOCUMENT_TOKENS:
+                raise ValueError(
+                    f"X holds a document of {longest:.6g} tokens; DPLDA with "
+                    "privacy resamples the tokens of every document, which needs "
+                    f"fewer than 2**53 = {_MAX_DOCUMENT_TOKENS} per document."
+                )
         if reset:
             self._dtype = np.float32 if X.dtype == np.float32 else np.float64
         X = sp.csr_matrix(X, dtype=np.float64)

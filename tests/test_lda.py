@@ -691,3 +691,40 @@ def test_resampling_very_long_documents():
     assert np.all(resampled[:, 1] == 0)
     observed = resampled.sum(axis=0)[[0, 2]]
     assert stats.chisquare(observed, [30000, 10000]).pvalue > 1e-3
+
+
+def test_resampling_keeps_each_documents_tokens_when_the_batch_total_overflows():
+    # 2049 documents of 2**53 - 1 tokens on one word, each followed by an
+    # ordinary one: the batch holds more than 2**64 tokens, beyond int64
+    # cumulative counts. Every document must still get exactly doc_length
+    # tokens, all drawn from its own words (a token handed to a neighbour
+    # would let one document move another's clipped statistic).
+    big, n_big = 2**53 - 1, 2049
+    rows = np.zeros((2 * n_big, 6))
+    rows[0::2][np.arange(n_big), np.arange(n_big) % 3] = big
+    rows[1::2, 3:] = [1.0, 2.0, 3.0]
+    X = sp.csr_matrix(rows)
+    resampled = lda._resample_documents(X, 10, np.random.default_rng(0)).toarray()
+    np.testing.assert_array_equal(resampled.sum(axis=1), 10)
+    np.testing.assert_array_equal(resampled[0::2], 10 * (rows[0::2] > 0))
+    assert np.all(resampled[1::2, :3] == 0)
+    # The ordinary documents still follow their own word frequencies.
+    observed = resampled[1::2, 3:].sum(axis=0)
+    assert stats.chisquare(observed, n_big * 10 * np.array([1, 2, 3]) / 6).pvalue > 1e-3
+
+
+def test_a_document_of_2_53_tokens_is_refused_before_any_release(monkeypatch):
+    # One document of 2049 words of 2**53 - 1 tokens each (more than 2**64
+    # in all): its cumulative counts would wrap in int64 and hand its tokens
+    # to the other document.
+    released = []
+    monkeypatch.setattr(
+        PrivacyEngine, "release", lambda *args, **kwargs: released.append(args)
+    )
+    big, n_words = 2**53 - 1, 2049
+    X = np.zeros((2, n_words + 3))
+    X[0, n_words:] = 1.0
+    X[1, :n_words] = big
+    with pytest.raises(ValueError, match=r"fewer than 2\*\*53 = 9007199254740992"):
+        DPLDA(2, epsilon=1.0, batch_size=None, doc_length=10).fit(X)
+    assert released == []
