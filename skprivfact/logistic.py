@@ -97,14 +97,17 @@ def _expected_polya_gamma(logit_scale):
     Returns
     -------
     mean : ndarray
-        ``E[omega]``, in (0, 1/4]; 1/4 at ``c = 0``. Never above 1/4, even
-        after rounding: each record's contribution bound rests on it.
+        ``E[omega]``, in [0, 1/4]; 1/4 at ``c = 0`` and at a NaN ``c``. Never
+        above 1/4, even after rounding: each record's contribution bound rests
+        on it.
     """
     c = np.abs(np.asarray(logit_scale, dtype=np.float64))
     small = c < _SMALL_LOGIT_SCALE
     safe = np.where(small, 1.0, c)
     mean = np.where(small, 0.25 - c * c / 48.0, np.tanh(safe / 2.0) / (2.0 * safe))
-    return np.minimum(mean, _MAX_EXPECTED_OMEGA)
+    # fmin: a NaN c (from a product that overflowed) gets 1/4, as in the
+    # numba kernels, so the bound holds and the sums stay finite.
+    return np.fmin(mean, _MAX_EXPECTED_OMEGA)
 
 
 def _design_rows(X, data_norm, fit_intercept):

@@ -715,3 +715,65 @@ def test_adult_noise_free_matches_logistic_regression():
     auc = roc_auc_score(y_test, clf.predict_proba(X_test)[:, 1])
     reference_auc = roc_auc_score(y_test, reference.predict_proba(X_test)[:, 1])
     assert abs(auc - reference_auc) < 0.005
+
+
+ADVERSARIAL_LOGREG_ROWS = np.array(
+    [
+        [1e300, -1e300] + [0.0] * 6,
+        [5e-324] * 8,  # subnormal
+        [3.0, 4.0] + [0.0] * 6,  # on the sphere, once scaled
+        [0.0] * 8,
+        [3.4e38, 3.4e38, 1e-300] + [0.0] * 5,  # float32 overflow
+        [1.0] * 8,
+        [np.nextafter(3.0, 4.0), 4.0] + [0.0] * 6,  # one ulp outside
+    ]
+)
+
+
+@pytest.mark.parametrize("data_norm", [5.0, 1e-150, 1e20, 1e150])
+def test_each_record_stays_within_its_sensitivity_exactly(data_norm):
+    # In rational arithmetic, whatever the second moment (huge ones overflow
+    # the float32 and even the float64 product: the weight is then 1/4, not
+    # NaN), each record adds at most data_norm / 2 to the first block and
+    # data_norm^2 / 4 (as the float the accountant is told) to the second.
+    first_bound = Fraction(data_norm / 2.0) ** 2
+    second_bound = Fraction(logistic._MAX_EXPECTED_OMEGA * data_norm**2) ** 2
+    n_weights = 9
+    parity = np.add.outer(np.arange(n_weights), np.arange(n_weights)) % 2
+    moments = [
+        (np.zeros((n_weights, n_weights)), True),
+        (1e-300 * np.eye(n_weights), True),
+        (3e38 * np.eye(n_weights), True),
+        (-1e30 * np.eye(n_weights), False),
+        (np.full((n_weights, n_weights), 1e300), False),
+        (np.where(parity, 1e300, -1e300), False),
+    ]
+    for fit_intercept in (True, False):
+        X = ADVERSARIAL_LOGREG_ROWS.copy()
+        X[[2, 6]] *= data_norm / 5.0  # on, and just outside, the sphere
+        rows = _design_rows(
+            X if fit_intercept else np.hstack([X, X[:, :1]]), data_norm, fit_intercept
+        )
+        assert rows.shape[1] == n_weights
+        for i in range(rows.shape[0]):
+            for float32 in (True, False):
+                e_step = _EStep(rows[i : i + 1], np.array([1.0]), float32=float32)
+                for moment, isotropic_too in moments:
+                    for isotropic in (False, True) if isotropic_too else (False,):
+                        with np.errstate(all="ignore"):
+                            first, second = e_step(moment, isotropic=isotropic)
+                        assert (
+                            sum(Fraction(float(v)) ** 2 for v in first) <= first_bound
+                        )
+                        assert np.all(np.isfinite(second)), (i, float32, isotropic)
+                        assert (
+                            sum(Fraction(float(v)) ** 2 for v in second.ravel())
+                            <= second_bound
+                        ), (i, float32, isotropic)
+
+
+def test_expected_polya_gamma_is_a_quarter_at_nan():
+    # As in the numba kernels: an overflowed product gives the largest weight
+    # (still within the bound), not NaN.
+    values = logistic._expected_polya_gamma(np.array([np.nan, np.inf, 0.0]))
+    np.testing.assert_array_equal(values, [0.25, 0.0, 0.25])
