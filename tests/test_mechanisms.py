@@ -82,6 +82,33 @@ def test_scaled_row_norms_are_exact_within_the_error_bound():
             assert abs(computed**2 / exact - 1) <= 3 * Fraction(bound), f"row {i}"
 
 
+@pytest.mark.parametrize("row_scale", [1.0, 2.0**-1060, 1e-310, 2.0**1023, 1.7e308])
+def test_scaled_row_norms_never_underestimate_at_any_width(row_scale):
+    # The kernel runs four interleaved chains and a remainder loop: for every
+    # width from 1 to 9 and every position of the largest entry (in a chain
+    # or in the remainder), the computed norm times 1 + the error bound is
+    # at least the exact norm, so that the clip's test cannot pass a row
+    # that exceeds the bound. Row maxima near 2**-1074 and 2**1024 take the
+    # kernel's division branch.
+    rng = np.random.RandomState(3)
+    for width in range(1, 10):
+        bound = Fraction(mechanisms._norm_relative_error_bound(width))
+        rows = []
+        for position in range(width):
+            magnitudes = 10.0 ** rng.uniform(-3, 0, size=width)
+            row = rng.uniform(-0.9, 0.9, size=width) * magnitudes
+            row[position] = -1.0 if position % 2 else 1.0
+            rows.append(row * row_scale)
+        rows = np.array(rows)
+        row_max, scaled_norm = mechanisms._scaled_row_norms(rows)
+        for i, row in enumerate(rows):
+            assert row_max[i] == np.max(np.abs(row)), (width, i)
+            computed = Fraction(float(row_max[i])) * Fraction(float(scaled_norm[i]))
+            exact = exact_squared_norm(row)
+            assert (computed * (1 + bound)) ** 2 >= exact, (width, i)
+            assert (computed * (1 - bound)) ** 2 <= exact, (width, i)
+
+
 @pytest.mark.parametrize("max_norm", ADVERSARIAL_BOUNDS)
 def test_clip_rows_adversarial_rows_never_exceed_bound(max_norm):
     X = ADVERSARIAL_ROWS.copy()

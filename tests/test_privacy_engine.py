@@ -9,6 +9,7 @@ the sensitivities declared and the noise added.
 
 import copy
 import inspect
+import itertools
 import math
 import pickle
 import warnings
@@ -790,3 +791,133 @@ def test_a_pld_budget_refuses_secure_fits():
     budget = PrivacyBudget(5.0, 1e-5, accountant="pld")
     with pytest.raises(ValueError, match="secure=True fit cannot charge"):
         estimator.set_params(budget=budget).fit(X, y)
+
+
+# Nothing but the releases ----------------------------------------------------
+
+
+def _other_dataset(data):
+    """A dataset of the same shape with other values (columns and rows moved)."""
+    X, y = data
+    X_other = np.roll(X, 1, axis=1)[::-1].copy()
+    return X_other, None if y is None else y[::-1].copy()
+
+
+def _state(estimator):
+    """Every attribute of a fitted estimator but the engine (which holds the plan)."""
+    return {name: value for name, value in vars(estimator).items() if name != "_engine"}
+
+
+def _assert_same_state(first, second, name):
+    assert first.keys() == second.keys()
+    for key, value in first.items():
+        other = second[key]
+        if isinstance(value, np.ndarray) or np.isscalar(value):
+            np.testing.assert_array_equal(value, other, err_msg=f"{name}.{key}")
+        elif key == "_model":
+            _assert_same_state(vars(value), vars(other), f"{name}.{key}")
+        else:
+            assert pickle.dumps(value) == pickle.dumps(other), f"{name}.{key}"
+
+
+@pytest.mark.parametrize("name", DP_ESTIMATORS)
+def test_a_private_fit_reads_the_data_through_its_releases_only(name, monkeypatch):
+    # Every release is replaced by pure noise (the engine's, replayed from one
+    # seed): two datasets of the same shape must then give identical fitted
+    # attributes, private ones included, and identical warnings. Anything
+    # else that differs was read from the data without noise.
+    original = PrivacyEngine.release
+
+    def noise_only(engine, blocks, sensitivities, **kwargs):
+        zeros = [np.zeros_like(np.asarray(block, dtype=float)) for block in blocks]
+        return original(engine, zeros, sensitivities, **kwargs)
+
+    monkeypatch.setattr(PrivacyEngine, "release", noise_only)
+    estimator, data, _, _ = CASES[name](1.0)
+    estimator.set_params(max_iter=3)
+    states, messages = [], []
+    for dataset in (data, _other_dataset(data)):
+        with warnings.catch_warnings(record=True) as caught, reproducible_noise(5):
+            warnings.simplefilter("always")
+            fitted = copy.deepcopy(_fit(estimator, dataset))
+        assert fitted.noise_multiplier_ > 0
+        states.append(_state(fitted))
+        messages.append(sorted(str(w.message) for w in caught))
+    _assert_same_state(*states, name)
+    assert messages[0] == messages[1]
+    # The check is not vacuous: with the real releases the fits differ.
+    monkeypatch.setattr(PrivacyEngine, "release", original)
+    fits = []
+    for dataset in (data, _other_dataset(data)):
+        with warnings.catch_warnings(), reproducible_noise(5):
+            warnings.simplefilter("ignore")
+            fits.append(_state(copy.deepcopy(_fit(estimator, dataset))))
+    with pytest.raises(AssertionError):
+        _assert_same_state(*fits, name)
+
+
+def test_dplda_counts_row_gets_the_planned_noise_on_every_entry(spy):
+    # The counts' row is released inside the topics' block: each of its
+    # entries gets the block's noise std, noise_multiplier * clip_norm /
+    # batch, and the word totals' post-processing assumes exactly that.
+    estimator, with_canary, _ = _neighbours(_lda_case(1.0))
+    estimator.set_params(max_iter=60)
+    _fit(estimator, with_canary)
+    n_documents = with_canary[0].shape[0]
+    n_topics = estimator.n_components
+    expected = estimator.noise_multiplier_ * estimator.clip_norm_ / n_documents
+    counts_noise = np.concatenate(
+        [call["noisy"][0][n_topics] - call["clean"][0][n_topics] for call in spy.calls]
+    )
+    topics_noise = np.concatenate(
+        [
+            (call["noisy"][0][:n_topics] - call["clean"][0][:n_topics]).ravel()
+            for call in spy.calls
+        ]
+    )
+    for noise in (counts_noise, topics_noise):
+        assert abs(np.var(noise) / expected**2 - 1) < 6 * math.sqrt(2 / noise.size)
+        assert abs(noise.mean()) < 6 * expected / math.sqrt(noise.size)
+    # The variance the word totals' mean is weighted by, per release.
+    assert estimator._n_unigram == len(spy.calls)
+    assert estimator._unigram_var_sum / estimator._n_unigram == pytest.approx(
+        (n_documents * expected) ** 2, rel=1e-12
+    )
+
+
+def _logreg_release_noises(spy):
+    """Fit DPBayesLogReg in full batch; the noise of each block of each release."""
+    rng = np.random.RandomState(1)
+    X = rng.normal(size=(300, 30))
+    y = (X[:, 0] + rng.normal(size=300) > 0).astype(int)
+    logistic.DPBayesLogReg(epsilon=1.0, data_norm=3.0, max_iter=6).fit(X, y)
+    # The first-moment statistic does not depend on the posterior: computed
+    # once, the same clean block goes into every release.
+    for call in spy.calls[1:]:
+        np.testing.assert_array_equal(call["clean"][0], spy.calls[0]["clean"][0])
+    return [
+        [(call["noisy"][i] - call["clean"][i]).ravel() for call in spy.calls]
+        for i in range(2)
+    ]
+
+
+def _assert_independent_noise(noises):
+    # Independent draws of n entries: the normalised inner product of two is
+    # about N(0, 1 / n); the same draw twice gives 1.
+    for block in noises:
+        for a, b in itertools.pairwise(block):
+            assert abs(a @ b) / (np.linalg.norm(a) * np.linalg.norm(b)) < 0.5
+
+
+def test_dpbayeslogreg_draws_fresh_noise_for_its_reused_first_moment(spy, monkeypatch):
+    noises = _logreg_release_noises(spy)
+    assert len(noises[0]) == 6
+    _assert_independent_noise(noises)
+    # A broken engine whose every release draws from the same stream is
+    # caught: its noise repeats, and so would the first moment's release.
+    monkeypatch.setattr(
+        PrivacyEngine, "generator", lambda engine: np.random.default_rng(0)
+    )
+    spy.calls.clear()
+    with pytest.raises(AssertionError):
+        _assert_independent_noise(_logreg_release_noises(spy))

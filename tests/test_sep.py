@@ -4,6 +4,7 @@ import math
 from pathlib import Path
 import pickle
 import re
+from fractions import Fraction
 import warnings
 
 import numpy as np
@@ -1205,3 +1206,58 @@ def test_private_linear_no_worse_than_the_mean_with_min_max_bounds(name):
         ratios.append(rmse / y[test].std())
     # No worse than predicting the mean, on average over the splits.
     assert np.mean(ratios) <= 1.0
+
+
+@pytest.mark.parametrize("model", ["auto", "linear", "mlp"])
+@pytest.mark.parametrize("clip_norm", ["auto", 0.3])
+def test_every_noisy_release_is_a_sum_of_clipped_sites(model, clip_norm, monkeypatch):
+    # Under noise the clip is always on: whatever model and clip_norm resolve
+    # to, each release declares the finite clip_norm_ as its sensitivity and
+    # is the sum of the rows that the clip_rows call just before it bounded
+    # by that norm (exactly, in rationals).
+    events = []
+    original_clip, original_release = sep.clip_rows, PrivacyEngine.release
+
+    def clip_spy(rows, max_norm):
+        out = original_clip(rows, max_norm)
+        events.append(("clip", out.copy(), max_norm))
+        return out
+
+    def release_spy(engine, blocks, sensitivities, **kwargs):
+        events.append(("release", np.array(blocks[0], copy=True), list(sensitivities)))
+        return original_release(engine, blocks, sensitivities, **kwargs)
+
+    monkeypatch.setattr(sep, "clip_rows", clip_spy)
+    monkeypatch.setattr(PrivacyEngine, "release", release_spy)
+    X, y = make_linear(60)
+    X = X * 50.0  # far beyond the bounds: many sites clipped
+    reg = DPSEPRegressor(
+        epsilon=1.0,
+        model=model,
+        clip_norm=clip_norm,
+        hidden_units=3,
+        max_iter=2,
+        batch_size=20,
+        bounds_X=BOUNDS_X,
+        bounds_y=BOUNDS_Y,
+        random_state=0,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        reg.fit(X, y)
+    assert reg.noise_multiplier_ > 0
+    assert reg.clip_norm_ == (1.0 if clip_norm == "auto" else clip_norm)
+    releases = [i for i, event in enumerate(events) if event[0] == "release"]
+    assert len(releases) == reg.n_releases_ > 0
+    bound = Fraction(reg.clip_norm_) ** 2
+    largest = 0.0
+    for i in releases:
+        _, block, sensitivities = events[i]
+        assert sensitivities == [reg.clip_norm_]
+        # The batch's sites, clipped just before (no batch is empty here).
+        kind, rows, max_norm = events[i - 1]
+        assert kind == "clip" and max_norm == reg.clip_norm_
+        assert all(sum(Fraction(float(v)) ** 2 for v in row) <= bound for row in rows)
+        np.testing.assert_array_equal(block, rows.sum(axis=0))
+        largest = max(largest, np.linalg.norm(rows, axis=1).max())
+    assert largest > 0.99 * reg.clip_norm_  # some sites were clipped
