@@ -738,7 +738,10 @@ def test_each_record_stays_within_its_sensitivity_exactly(data_norm):
     # data_norm^2 / 4 (as the float the accountant is told) to the second.
     first_bound = Fraction(data_norm / 2.0) ** 2
     second_bound = Fraction(logistic._MAX_EXPECTED_OMEGA * data_norm**2) ** 2
-    n_weights = 9
+    # Padded with zeros: rows with few non-zero entries take the sparse
+    # kernel, the others the dense products.
+    n_padding = 12
+    n_weights = 9 + n_padding
     parity = np.add.outer(np.arange(n_weights), np.arange(n_weights)) % 2
     moments = [
         (np.zeros((n_weights, n_weights)), True),
@@ -748,8 +751,14 @@ def test_each_record_stays_within_its_sensitivity_exactly(data_norm):
         (np.full((n_weights, n_weights), 1e300), False),
         (np.where(parity, 1e300, -1e300), False),
     ]
+    paths = set()
     for fit_intercept in (True, False):
-        X = ADVERSARIAL_LOGREG_ROWS.copy()
+        X = np.hstack(
+            [
+                ADVERSARIAL_LOGREG_ROWS,
+                np.zeros((len(ADVERSARIAL_LOGREG_ROWS), n_padding)),
+            ]
+        )
         X[[2, 6]] *= data_norm / 5.0  # on, and just outside, the sphere
         rows = _design_rows(
             X if fit_intercept else np.hstack([X, X[:, :1]]), data_norm, fit_intercept
@@ -758,6 +767,7 @@ def test_each_record_stays_within_its_sensitivity_exactly(data_norm):
         for i in range(rows.shape[0]):
             for float32 in (True, False):
                 e_step = _EStep(rows[i : i + 1], np.array([1.0]), float32=float32)
+                paths.add(e_step.sparse is not None)
                 for moment, isotropic_too in moments:
                     for isotropic in (False, True) if isotropic_too else (False,):
                         with np.errstate(all="ignore"):
@@ -770,6 +780,7 @@ def test_each_record_stays_within_its_sensitivity_exactly(data_norm):
                             sum(Fraction(float(v)) ** 2 for v in second.ravel())
                             <= second_bound
                         ), (i, float32, isotropic)
+    assert paths == {True, False}
 
 
 def test_expected_polya_gamma_is_a_quarter_at_nan():
