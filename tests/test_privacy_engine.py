@@ -820,8 +820,19 @@ def _assert_same_state(first, second, name):
             assert pickle.dumps(value) == pickle.dumps(other), f"{name}.{key}"
 
 
-@pytest.mark.parametrize("name", DP_ESTIMATORS)
-def test_a_private_fit_reads_the_data_through_its_releases_only(name, monkeypatch):
+# Settings beyond each case's defaults whose private fits take other paths.
+_VARIANTS = [(name, {}) for name in DP_ESTIMATORS] + [
+    ("DPSEPRegressor", {"model": "mlp", "hidden_units": 3, "batch_size": 10}),
+    ("DPLDA", {"learning_method": "batch", "doc_length": 5}),
+    ("DPLDA", {"noise_multiplier": 2.0, "epsilon": float("inf"), "batch_size": 10}),
+    ("DPBayesLogReg", {"fit_intercept": True, "batch_size": 10}),
+]
+
+
+@pytest.mark.parametrize("name, params", _VARIANTS)
+def test_a_private_fit_reads_the_data_through_its_releases_only(
+    name, params, monkeypatch
+):
     # Every release is replaced by pure noise (the engine's, replayed from one
     # seed): two datasets of the same shape must then give identical fitted
     # attributes, private ones included, and identical warnings. Anything
@@ -834,7 +845,7 @@ def test_a_private_fit_reads_the_data_through_its_releases_only(name, monkeypatc
 
     monkeypatch.setattr(PrivacyEngine, "release", noise_only)
     estimator, data, _, _ = CASES[name](1.0)
-    estimator.set_params(max_iter=3)
+    estimator.set_params(max_iter=3, **params)
     states, messages = [], []
     for dataset in (data, _other_dataset(data)):
         with warnings.catch_warnings(record=True) as caught, reproducible_noise(5):
