@@ -1,6 +1,7 @@
 """Differentially private latent Dirichlet allocation: VIPS on stochastic variational LDA."""
 
 import math
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from numbers import Integral, Real
 
@@ -300,11 +301,11 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
     not on the data; the number of documents (``n_documents_``) and the
     vocabulary are public. Resampling needs integer counts: with noise,
     fractional weights are refused.
-    The printed progress of
-    ``verbose`` (the batch perplexity, and the training perplexity every
-    ``evaluate_every`` passes) is computed on the private documents without
-    noise and is not covered; a private fit does not store the training
-    perplexity ``bound_``. ``epsilon=float("inf")`` (with
+    The progress that ``verbose`` prints during a private fit holds public
+    and released quantities only (passes, time, epsilon spent): the
+    training perplexity, computed from the documents without noise, is
+    neither printed (``evaluate_every`` is ignored, with a warning) nor
+    stored (``bound_``). ``epsilon=float("inf")`` (with
     ``noise_multiplier=None``) runs scikit-learn's online LDA: no resampling,
     clipping or noise, and consecutive mini-batches (every document once per
     pass) in place of Poisson batches.
@@ -350,9 +351,10 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
     evaluate_every : int, default=-1
         Compute the perplexity of the training documents every
         ``evaluate_every`` passes, printed with ``verbose`` (0 or a negative
-        value: never). Not covered by the privacy guarantee, and never used
-        to stop early (scikit-learn's ``perp_tol``): a private fit always
-        takes the releases it planned.
+        value: never), and never used to stop early (scikit-learn's
+        ``perp_tol``). Without privacy only: the perplexity is computed from
+        the documents without noise, so a private fit ignores it (with a
+        warning) and always takes the releases it planned.
     noise_multiplier : float, default=None
         Noise standard deviation relative to the sensitivity, >= 0. None
         calibrates it from ``(epsilon, delta)`` and the planned number of
@@ -928,6 +930,13 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         """
         self._refuse_fit_params(fit_params)
         private = self._is_private
+        if private and self.evaluate_every > 0:
+            warnings.warn(
+                f"evaluate_every={self.evaluate_every} is ignored by a private fit: "
+                "the training perplexity is computed from the documents without "
+                "noise. Score held-out documents with perplexity() instead.",
+                UserWarning,
+            )
         X = self._check_counts(X, reset=True, integer=private)
         n_documents, n_features = X.shape
         self._start(n_documents)
@@ -950,10 +959,13 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
                     self._em_step(
                         X, executor, rows=slices[step] if sequential else None
                     )
-                evaluate = self.evaluate_every > 0 and n_pass % self.evaluate_every == 0
+                evaluate = (
+                    not private
+                    and self.evaluate_every > 0
+                    and n_pass % self.evaluate_every == 0
+                )
                 progress.update(
                     n_pass,
-                    # Computed from X without noise: for the data holder only.
                     objective=self._perplexity_precomp_distr(X) if evaluate else None,
                     epsilon_spent=lambda: self._engine.spent[0],
                 )

@@ -513,10 +513,14 @@ def test_evaluate_every_and_bound_only_without_privacy(corpus, capsys):
     assert len(values) == 2 and values[1] < values[0]
     assert est.bound_ == pytest.approx(est.perplexity(X))
     assert values[1] == pytest.approx(est.bound_, rel=1e-4)
-    # A private fit never stores the training perplexity (computed without
-    # noise from the private documents).
-    private = DPLDA(4, epsilon=1.0, batch_size=1000, evaluate_every=1).fit(X)
+    # A private fit never prints or stores the training perplexity (computed
+    # without noise from the private documents), and says so.
+    with pytest.warns(UserWarning, match="evaluate_every=1 is ignored by a private fit"):
+        private = DPLDA(4, epsilon=1.0, batch_size=1000, max_iter=2, evaluate_every=1,
+                        verbose=1).fit(X)
     assert not hasattr(private, "bound_")
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 2 and not any("perplexity" in line for line in lines)
 
 
 # API ---------------------------------------------------------------------
