@@ -46,9 +46,9 @@ print(f"mean count {counts.mean():.2f}, {(counts == 0).mean():.0%} zeros")
 #
 # For each epsilon the same noisy release is given to both models, fitted on
 # 90% of the rows. Two scores: the Poisson log-likelihood per entry of the
-# *clean* counts of the held-out rows at the rates each model infers from
-# their release (:func:`~skprivfact.poisson_mf.heldout_loglik`, higher is
-# better), and, since the true rates are known here, the generalized KL
+# *clean* counts of the held-out rows, each half of their entries at the
+# rates each model infers from the release of the other half
+# (:func:`~skprivfact.poisson_mf.heldout_loglik`, higher is better), and, since the true rates are known here, the generalized KL
 # divergence of the fitted training rates from them
 # (:func:`~skprivfact.poisson_mf.generalized_kl_divergence`, lower is
 # better). A model of noisy counts should also beat the trivial one that

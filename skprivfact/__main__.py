@@ -259,7 +259,8 @@ def _private_poisson_mf(args, out):
     print(f"\nPrivate Poisson factorization (PrivatePoissonMF, solver={args.solver!r})",
           file=out)
     print(f"  data: {source}, mean count {X.mean():.3f}; privatized at epsilon/N = "
-          f"{args.epsilon:g}; held out 10% of rows", file=out)
+          f"{args.epsilon:g}; held out 10% of rows, each half of their entries "
+          "scored at the factors inferred from the other half", file=out)
     X_noisy = X + two_sided_geometric(args.epsilon, 1, size=X.shape, random_state=rng)
     order = rng.permutation(X.shape[0])
     n_test = max(1, X.shape[0] // 10)
@@ -274,7 +275,8 @@ def _private_poisson_mf(args, out):
          X),
     ]
     # the held-out score is the clean counts' Poisson log-likelihood per entry
-    # at the rates each model infers from the rows' release (heldout_loglik)
+    # at the rates each model infers from the release of the rows' other
+    # entries (heldout_loglik)
     print(f"  {'model':12} {'MAE of rates':>12} {'KL of rates':>11} {'held-out loglik':>15} "
           f"{'fit s':>7} {'compile s':>9}", file=out)
     fitted = []

@@ -213,3 +213,56 @@ def test_fitted_total_rate_matches_noisy_total_on_sparse_text():
     assert 0.98 < rates.sum() / noisy.sum() < 1.08
     new_rows = model.transform(noisy[:200]) @ model.components_
     assert 0.9 < new_rows.sum() / noisy[:200].sum() < 1.15
+
+
+class _ColumnSpy:
+    """A factorization whose transform records the columns it is shown (each
+    column of X holds its own index) and whose rates are constant."""
+
+    def __init__(self, n_features):
+        self.components_ = np.ones((1, n_features))
+        self.n_features_in_ = n_features
+        self.shown = []
+
+    def transform(self, X):
+        self.shown.append(set(np.asarray(X)[0].astype(int)))
+        return np.ones((X.shape[0], 1))
+
+
+def test_heldout_entries_are_never_scored_by_factors_inferred_from_them():
+    from skprivfact.poisson_mf import heldout_loglik
+
+    n_features = 11
+    X = np.tile(np.arange(n_features), (4, 1))
+    spy = _ColumnSpy(n_features)
+    clean = np.random.default_rng(0).poisson(1.0, size=X.shape)
+    score = heldout_loglik(spy, X, clean, n_folds=3)
+    # the copies shown each fold record into the same list
+    assert len(spy.shown) == 3
+    assert set().union(*spy.shown) == set(range(n_features))
+    for observed in spy.shown:
+        assert len(observed) < n_features  # the scored columns are not shown
+    hidden = [set(range(n_features)) - observed for observed in spy.shown]
+    assert sum(map(len, hidden)) == n_features and set().union(*hidden) == set(range(n_features))
+    # constant unit rates: the score is the Poisson(1) log-likelihood of every entry once
+    from scipy.stats import poisson
+
+    assert score == pytest.approx(poisson.logpmf(clean, 1.0).mean())
+    assert heldout_loglik(spy, X, clean, held_out="rows") == pytest.approx(score)
+    with pytest.raises(ValueError, match="held_out must be 'entries' or 'rows'"):
+        heldout_loglik(spy, X, clean, held_out="columns")
+    with pytest.raises(ValueError, match=r"n_folds must be between 2 and the number of columns \(11\)"):
+        heldout_loglik(spy, X, clean, n_folds=12)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_heldout_entries_do_not_reward_fitting_the_scored_counts():
+    # without noise, a model that infers each row's factors from the scored
+    # counts themselves looks better on whole rows than on unseen entries
+    from skprivfact.poisson_mf import heldout_loglik
+
+    X, _, _, _ = make_poisson_factorization(300, 60, 4, factor_shape=0.5, random_state=0)
+    model = PrivatePoissonMF(4, random_state=0).fit(X[:250])
+    rows = heldout_loglik(model, X[250:], X[250:], held_out="rows")
+    entries = heldout_loglik(model, X[250:], X[250:])
+    assert entries < rows

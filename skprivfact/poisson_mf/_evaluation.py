@@ -1,7 +1,10 @@
 """Held-out evaluation of count models against clean counts."""
 
+import copy
+
 import numpy as np
 from scipy.special import gammaln
+from sklearn.utils import check_random_state
 
 __all__ = ["generalized_kl_divergence", "heldout_loglik", "poisson_loglik_per_entry"]
 
@@ -32,17 +35,28 @@ def poisson_loglik_per_entry(X_clean, rates):
     return float(total / X_clean.size)
 
 
-def heldout_loglik(estimator, X, X_clean):
-    """Poisson log-likelihood per entry of clean held-out rows.
+def heldout_loglik(estimator, X, X_clean, *, held_out="entries", n_folds=2,
+                   random_state=0):
+    """Poisson log-likelihood per entry of clean held-out counts.
 
     The fitted ``estimator`` (any transformer with ``components_`` whose
     ``transform(X) @ components_`` are rates: :class:`PrivatePoissonMF`, or
     scikit-learn's ``NMF`` with ``beta_loss="kullback-leibler"``) infers the
     rows' factors from ``X``, the form of the held-out rows it was trained on
-    (their privatized release, or its clipped version for a naive model);
-    the score is that of the clean counts ``X_clean`` of the same rows. This
-    measures what a model of privatized data is for, the true counts, with
-    no noise model in the score.
+    (their privatized release, or its clipped version for a naive model),
+    and the score is that of the clean counts ``X_clean`` of the same rows.
+    This measures what a model of privatized data is for, the true counts,
+    with no noise model in the score.
+
+    With ``held_out="entries"`` (the default) no entry is scored by factors
+    inferred from it: the columns are split at random into ``n_folds``
+    parts, and each part's clean counts are scored at the factors inferred
+    from the other parts' entries of ``X`` (with the components restricted
+    to those columns), so every entry is scored once. With
+    ``held_out="rows"`` the factors are inferred from the whole rows that
+    are scored: under little noise that rewards a model that fits each
+    row's own counts closely (a maximum-likelihood fit such as NMF) rather
+    than one that predicts unseen counts.
 
     Parameters
     ----------
@@ -52,14 +66,58 @@ def heldout_loglik(estimator, X, X_clean):
         Held-out rows as the estimator takes them.
     X_clean : {array-like, sparse matrix} of shape (n_samples, n_features)
         The clean counts of the same rows.
+    held_out : {"entries", "rows"}, default="entries"
+        What the factors of the scored entries are inferred without.
+    n_folds : int, default=2
+        Number of parts the columns are split into (``held_out="entries"``).
+    random_state : int, RandomState instance or None, default=0
+        The random split of the columns.
 
     Returns
     -------
     loglik : float
         Mean log-likelihood per entry (higher is better).
     """
-    rates = estimator.transform(X) @ estimator.components_
-    return poisson_loglik_per_entry(X_clean, rates)
+    if held_out not in ("entries", "rows"):
+        raise ValueError(f"held_out must be 'entries' or 'rows', got {held_out!r}.")
+    if held_out == "rows":
+        rates = estimator.transform(X) @ estimator.components_
+        return poisson_loglik_per_entry(X_clean, rates)
+    n_features = X.shape[1]
+    if not 2 <= n_folds <= n_features:
+        raise ValueError(
+            f"n_folds must be between 2 and the number of columns ({n_features}), "
+            f"got {n_folds}."
+        )
+    X_clean = X_clean.toarray() if hasattr(X_clean, "toarray") else np.asarray(X_clean)
+    order = check_random_state(random_state).permutation(n_features)
+    total = 0.0
+    for scored in np.array_split(order, n_folds):
+        scored = np.sort(scored)
+        observed = np.setdiff1d(order, scored)
+        factors = _restricted_to_columns(estimator, observed).transform(
+            _columns(X, observed))
+        rates = factors @ np.asarray(estimator.components_)[:, scored]
+        total += poisson_loglik_per_entry(X_clean[:, scored], rates) * scored.size
+    return float(total / n_features)
+
+
+def _columns(X, columns):
+    return X[:, columns] if hasattr(X, "tocsc") else np.asarray(X)[:, columns]
+
+
+def _restricted_to_columns(estimator, columns):
+    """A shallow copy of a fitted factorization whose per-column attributes
+    (the components and, for PrivatePoissonMF, their posterior parameters)
+    hold ``columns`` only: its ``transform`` takes those columns alone."""
+    restricted = copy.copy(estimator)
+    for name in ("components_", "component_shape_", "component_rate_"):
+        if hasattr(estimator, name):
+            setattr(restricted, name,
+                    np.ascontiguousarray(getattr(estimator, name)[:, columns]))
+    restricted.n_features_in_ = len(columns)
+    restricted.__dict__.pop("feature_names_in_", None)
+    return restricted
 
 
 def reconstruction_error(X, row_factors, components, block_entries=2**20):
