@@ -209,10 +209,17 @@ def test_fitted_total_rate_matches_noisy_total_on_sparse_text():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         rates = model.fit_transform(noisy) @ model.components_
-    # above 1 by the priors' pseudo-counts only
-    assert 0.98 < rates.sum() / noisy.sum() < 1.08
+    assert 0.97 < rates.sum() / noisy.sum() < 1.03
     new_rows = model.transform(noisy[:200]) @ model.components_
-    assert 0.9 < new_rows.sum() / noisy[:200].sum() < 1.15
+    assert 0.9 < new_rows.sum() / noisy[:200].sum() < 1.1
+    # the sampler has no count scale: its total rests on the likelihood and
+    # on the prior's scale, set from the noisy mean
+    mcmc = PrivatePoissonMF(10, epsilon=1.0, solver="mcmc", n_burn_in=150, n_kept_samples=50,
+                            random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        rates = mcmc.fit_transform(noisy) @ mcmc.components_
+    assert 0.85 < rates.sum() / noisy.sum() < 1.15
 
 
 class _ColumnSpy:
@@ -266,3 +273,23 @@ def test_heldout_entries_do_not_reward_fitting_the_scored_counts():
     rows = heldout_loglik(model, X[250:], X[250:], held_out="rows")
     entries = heldout_loglik(model, X[250:], X[250:])
     assert entries < rows
+
+
+def test_auto_prior_rates_put_the_prior_mean_rate_at_the_mean_count():
+    X, X_noisy, _, _ = make_poisson_factorization(60, 30, 3, factor_shape=0.5,
+                                                  epsilon=1.0, random_state=0)
+    for data, epsilon in [(X, None), (X_noisy, 1.0)]:
+        model = PrivatePoissonMF(3, epsilon=epsilon, max_iter=5, random_state=0).fit(data)
+        b, d = model.factor_prior_rate_, model.component_prior_rate_
+        np.testing.assert_allclose(b, d)
+        np.testing.assert_allclose(3 * 0.1 * 0.1 / (b * d), data.mean())
+    # one rate given: the other one takes the rest of the scale
+    model = PrivatePoissonMF(3, component_prior_rate=2.0, max_iter=5, random_state=0).fit(X)
+    np.testing.assert_allclose(model.component_prior_rate_, 2.0)
+    np.testing.assert_allclose(3 * 0.1 * 0.1 / (model.factor_prior_rate_ * 2.0), X.mean())
+    # a noisy mean below its own standard error is raised to it
+    alpha = np.exp(-1.0)
+    negative = X_noisy - int(np.ceil(X_noisy.mean())) - 1
+    model = PrivatePoissonMF(3, epsilon=1.0, max_iter=5, random_state=0).fit(negative)
+    floor = np.sqrt(2 * alpha) / (1 - alpha) / np.sqrt(negative.size)
+    np.testing.assert_allclose(3 * 0.01 / model.factor_prior_rate_**2, floor)

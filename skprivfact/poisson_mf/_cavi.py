@@ -285,10 +285,6 @@ def _sparse_ratio(indptr, indices, data, geo_theta, geo_phi_t, out):
             out[idx] = data[idx] / acc
 
 
-def _to_product_dtype(values):
-    return values.astype(PRODUCT_DTYPE, copy=False)
-
-
 def _sub_count_totals(X, alpha, theta_shape, theta_rate, phi_shape, phi_rate,
                       pos_shape, neg_shape, need_columns, use_mean, workspace=None,
                       noise_update="marginal", count_scale=None):
@@ -315,14 +311,22 @@ def _sub_count_totals(X, alpha, theta_shape, theta_rate, phi_shape, phi_rate,
         return row_totals, col_totals, 1.0
     if workspace is None:
         workspace = {}
+    # Rows with q(phi) fixed (transform) keep double precision: single
+    # precision products round differently with the number of rows in the
+    # product, and a row's factors would then depend, at 1e-7, on the rows
+    # given with it.
+    product_dtype = PRODUCT_DTYPE if need_columns else np.float64
     if noise_update == "marginal" and "mean_mu" not in workspace:
         for name in ("mean_mu", "geo_mu"):
-            workspace[name] = np.empty(X.shape, dtype=PRODUCT_DTYPE)
+            workspace[name] = np.empty(X.shape, dtype=product_dtype)
     if "mean_mu" not in workspace:
         for name in ("mean_mu", "var_mu", "geo_mu"):
-            workspace[name] = np.empty(X.shape, dtype=PRODUCT_DTYPE)
+            workspace[name] = np.empty(X.shape, dtype=product_dtype)
         workspace["rows"] = np.empty((numba.config.NUMBA_NUM_THREADS, 6, X.shape[1]))
-    single = _to_product_dtype
+
+    def single(values):
+        return values.astype(product_dtype, copy=False)
+
     theta_geo_single, phi_geo_single = single(theta_geo), single(phi_geo)
     mean_mu = np.matmul(single(theta_mean), single(phi_mean), out=workspace["mean_mu"])
     if noise_update == "marginal":

@@ -56,6 +56,8 @@ MIN_EPSILON_PER_UNIT = 1e-6
 
 # Components more similar than this (cosine) are reported as coinciding.
 SIMILARITY_WARNING = 0.95
+# Floor of the mean count that sets the "auto" prior rates (all-zero input).
+_MIN_MEAN_COUNT = 1e-6
 
 
 def max_cosine_similarity(components):
@@ -122,12 +124,19 @@ class PrivatePoissonMF(
         log-likelihood of the clean held-out counts. Requires ``epsilon``.
     factor_prior_shape : float, default=0.1
         Shape a of the gamma prior of the row factors theta.
-    factor_prior_rate : float, default=1.0
-        Rate b of the gamma prior of the row factors theta.
+    factor_prior_rate : float or "auto", default="auto"
+        Rate b of the gamma prior of the row factors theta. "auto" sets the
+        prior's scale from the data: the prior mean of every rate,
+        ``K (a / b) (c / d)``, is then the mean count of ``X`` (for noisy
+        counts the noisy mean, unbiased for the clean one, and at least its
+        standard error), with ``b = d`` when both are "auto". Under heavy
+        noise the likelihood barely constrains the total rate, and a prior on
+        another scale pulls the fitted total towards its own.
     component_prior_shape : float, default=0.1
         Shape c of the gamma prior of the components phi.
-    component_prior_rate : float, default=1.0
-        Rate d of the gamma prior of the components phi.
+    component_prior_rate : float or "auto", default="auto"
+        Rate d of the gamma prior of the components phi; "auto" as for
+        ``factor_prior_rate``.
     empirical_bayes : bool, default=False
         Whether to fit the prior shape and rate per component by empirical
         Bayes (Wang's EBPMF), alternating with the sweeps; the four prior
@@ -191,7 +200,8 @@ class PrivatePoissonMF(
     factor_prior_shape_ : ndarray of shape (n_components,)
         Prior shape of theta per component (fitted with empirical Bayes).
     factor_prior_rate_ : ndarray of shape (n_components,)
-        Prior rate of theta per component.
+        Prior rate of theta per component (resolved from "auto", fitted with
+        empirical Bayes).
     component_prior_shape_ : ndarray of shape (n_components,)
         Prior shape of phi per component.
     component_prior_rate_ : ndarray of shape (n_components,)
@@ -296,9 +306,12 @@ class PrivatePoissonMF(
         "solver": [StrOptions({"cavi", "mcmc"})],
         "privatize": ["boolean"],
         "factor_prior_shape": [Interval(Real, 0, None, closed="neither")],
-        "factor_prior_rate": [Interval(Real, 0, None, closed="neither")],
+        "factor_prior_rate": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "component_prior_shape": [Interval(Real, 0, None, closed="neither")],
-        "component_prior_rate": [Interval(Real, 0, None, closed="neither")],
+        "component_prior_rate": [
+            Interval(Real, 0, None, closed="neither"),
+            StrOptions({"auto"}),
+        ],
         "empirical_bayes": ["boolean"],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="left")],
@@ -321,9 +334,9 @@ class PrivatePoissonMF(
         solver="cavi",
         privatize=False,
         factor_prior_shape=0.1,
-        factor_prior_rate=1.0,
+        factor_prior_rate="auto",
         component_prior_shape=0.1,
-        component_prior_rate=1.0,
+        component_prior_rate="auto",
         empirical_bayes=False,
         max_iter=200,
         tol=1e-4,
@@ -403,14 +416,33 @@ class PrivatePoissonMF(
         )
         return dense + noise, dense
 
-    def _priors(self):
+    def _priors(self, X):
+        """Gamma priors ((shape, rate) of theta, of phi) per component for the
+        prepared counts ``X``, the "auto" rates resolved."""
+
         def per_component(value):
             return np.full(self.n_components, float(value))
 
+        a, c = self.factor_prior_shape, self.component_prior_shape
+        b, d = self.factor_prior_rate, self.component_prior_rate
+        if b == "auto" or d == "auto":
+            # prior mean of a rate: K (a / b) (c / d) = the mean count
+            n_entries = X.shape[0] * X.shape[1]
+            mean_count = float(X.sum()) / n_entries
+            alpha = self._noise_ratio()
+            if alpha is not None:
+                noise_std = math.sqrt(2.0 * alpha) / (1.0 - alpha)
+                mean_count = max(mean_count, noise_std / math.sqrt(n_entries))
+            product = self.n_components * a * c / max(mean_count, _MIN_MEAN_COUNT)
+            if b == "auto" and d == "auto":
+                b = d = math.sqrt(product)
+            elif b == "auto":
+                b = product / d
+            else:
+                d = product / b
         return (
-            (per_component(self.factor_prior_shape), per_component(self.factor_prior_rate)),
-            (per_component(self.component_prior_shape),
-             per_component(self.component_prior_rate)),
+            (per_component(a), per_component(b)),
+            (per_component(c), per_component(d)),
         )
 
     def _init_factors(self, X, rng):
@@ -463,7 +495,7 @@ class PrivatePoissonMF(
                 UserWarning,
             )
         alpha = self._noise_ratio()
-        theta_prior, phi_prior = self._priors()
+        theta_prior, phi_prior = self._priors(X)
         if self.solver == "cavi":
             theta_shape, theta_rate, phi_shape, phi_rate = self._init_factors(
                 X if alpha is None else np.maximum(X, 0.0), rng
