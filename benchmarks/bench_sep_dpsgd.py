@@ -37,7 +37,7 @@ clipped to ``bounds_y`` for both):
 - DP-SEP: ``DPSEPRegressor(model="mlp")`` at the same (epsilon, delta);
   ``--sep-grid default`` fits its defaults once on the whole training split
   (no tuning); ``tuned`` chooses among constructor settings (accountant,
-  clipping norm, batch size) by the same validation protocol.
+  clipping norm, damping, batch size) by the same validation protocol.
 - ``--reuse-sep`` / ``--reuse-dpsgd`` take one method's per-split rows from an
   earlier run's ``--save-json`` file (same splits), to compare a new setting
   of the other method without training this one again.
@@ -99,8 +99,15 @@ DPSGD_LEARNING_RATES = [0.003, 0.01, 0.03]
 SEP_GRIDS = {
     "default": [{}],
     "tuned": [
-        {"accountant": "pld", "clip_norm": clip_norm, "batch_size": batch_size}
-        for clip_norm, batch_size in itertools.product([0.5, 1.0, 2.0], [64, "auto"])
+        {
+            "accountant": "pld",
+            "clip_norm": clip_norm,
+            "damping": damping,
+            "batch_size": batch_size,
+        }
+        for clip_norm, damping, batch_size in itertools.product(
+            [1.0, 2.0], ["auto", 0.3], [64, "auto"]
+        )
     ],
 }
 
@@ -364,8 +371,9 @@ def main(argv=None):
         parser.add_argument(
             f"--reuse-{method}",
             type=Path,
-            default=None,
-            help=f"take the {method} rows of a file written by --save-json (same "
+            nargs="+",
+            default=[],
+            help=f"take the {method} rows of files written by --save-json (same "
             "splits) instead of running them again",
         )
     parser.add_argument(
@@ -400,11 +408,10 @@ def main(argv=None):
     )
     print(f"{title}; python {sys.version.split()[0]}, torch {torch.__version__}")
     reuse = {"sep": {}, "dpsgd": {}}
-    for method in reuse:
-        path = getattr(args, f"reuse_{method}")
-        if path is not None:
+    for method, rows_of in reuse.items():
+        for path in getattr(args, f"reuse_{method}"):
             saved = json.loads(path.read_text())["results"]
-            reuse[method] = {key: rows[method] for key, rows in saved.items()}
+            rows_of.update({key: rows[method] for key, rows in saved.items()})
             title += f"; {method} rows from {path.name}"
     results = {}
     with threadpool_limits(limits=1, user_api="blas"):
