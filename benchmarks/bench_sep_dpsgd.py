@@ -41,6 +41,8 @@ clipped to ``bounds_y`` for both):
 - ``--reuse-sep`` / ``--reuse-dpsgd`` take one method's per-split rows from an
   earlier run's ``--save-json`` file (same splits), to compare a new setting
   of the other method without training this one again.
+- ``--explore-sep JSON`` prints the validation RMSE of DP-SEP settings on
+  split 0 (a list of constructor-argument dicts; the test split is not read).
 
 Neither method's tuning is charged to the privacy budget: every setting of a
 grid reads the private training data, so a real deployment would pay for the
@@ -293,6 +295,32 @@ def run_sep(data, X, y, hidden, epsilon, train, test, seed, grid):
     }
 
 
+def explore_sep(args):
+    """Validation RMSE of DP-SEP settings on split 0 (the test split unread)."""
+    print(f"DP-SEP settings, validation RMSE on split 0, delta {DELTA:g}")
+    with threadpool_limits(limits=1, user_api="blas"):
+        for name in args.datasets:
+            X, y = load_uci(name)
+            data = Scaled(X, y)
+            train, _ = split(len(y), 0)
+            fit, validation = validation_split(train, 0)
+            for epsilon in args.epsilons:
+                for setting in args.explore_sep:
+                    start = time.process_time()
+                    estimator = fit_sep(
+                        data, X, y, HIDDEN_UNITS, epsilon, fit, 0, setting
+                    )
+                    score = rmse(estimator.predict(X[validation]), y[validation])
+                    print(
+                        f"  {name} epsilon {epsilon:g} {setting}: validation RMSE "
+                        f"{score:.4g}, sigma {estimator.noise_multiplier_:.3g}, damping "
+                        f"{estimator.damping_:.3g}, batch "
+                        f"{estimator.sample_rate_ * fit.size:.0f} "
+                        f"[{time.process_time() - start:.1f} s CPU]",
+                        flush=True,
+                    )
+
+
 def most_chosen(rows):
     """The setting chosen on the most splits (the earliest among ties)."""
     keys = [json.dumps(row["setting"], sort_keys=True) for row in rows]
@@ -366,6 +394,14 @@ def main(argv=None):
     parser.add_argument(
         "--relation", choices=["add_remove", "substitution"], default="add_remove"
     )
+    parser.add_argument(
+        "--explore-sep",
+        type=json.loads,
+        default=None,
+        metavar="JSON",
+        help="a JSON list of DPSEPRegressor settings (dicts): print each one's "
+        "validation RMSE on split 0 (epsilon may be 'inf') and exit",
+    )
     parser.add_argument("--save-json", type=Path, default=None)
     for method in ("sep", "dpsgd"):
         parser.add_argument(
@@ -400,6 +436,9 @@ def main(argv=None):
     numba.set_num_threads(1)
     # Opacus's advice on its RDP orders and secure_mode: not this benchmark's concern.
     warnings.filterwarnings("ignore", category=UserWarning, module=r"opacus\.")
+    if args.explore_sep is not None:
+        explore_sep(args)
+        return
     grid = SEP_GRIDS[args.sep_grid]
     title = (
         f"DP-SEP ({args.sep_grid}) against DP-SGD (Opacus, "
