@@ -59,7 +59,8 @@ dpsgd    a reference for what epsilon = 1 costs a network of the same size
          ``--dpsgd-splits`` splits; the best setting of a grid (``--dpsgd-grid``
          small: batch 256, 40 epochs, 2 clipping norms x 3 learning rates; wide:
          also batch 64-1024 and 5-100 epochs, 144 settings) is chosen on the
-         test splits, which favours the reference
+         test splits, which favours the reference (``bench_sep_dpsgd.py``
+         compares with Opacus's DP-SGD tuned on validation splits instead)
 speed    seconds per pass on kin8nm (50 hidden units, 40 passes) against
          scikit-learn's MLPRegressor seconds per epoch at the same batch size,
          medians of 3 in this process
