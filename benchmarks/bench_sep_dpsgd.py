@@ -436,6 +436,9 @@ def main(argv=None):
     numba.set_num_threads(1)
     # Opacus's advice on its RDP orders and secure_mode: not this benchmark's concern.
     warnings.filterwarnings("ignore", category=UserWarning, module=r"opacus\.")
+    # Opacus's per-example gradient hooks fire on the first layer, whose input
+    # (the data) needs no gradient: torch's notice of that is expected.
+    warnings.filterwarnings("ignore", message="Full backward hook is firing")
     if args.explore_sep is not None:
         explore_sep(args)
         return
