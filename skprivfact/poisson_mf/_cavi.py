@@ -16,7 +16,10 @@ shrinks (4 to 30 times at epsilon/N = 1) and the components collapse onto one.
 
 The per-entry work is one fused numba kernel; everything that is a matrix
 product goes to BLAS, in single precision for the noisy sweep
-(``PRODUCT_DTYPE``).
+(``PRODUCT_DTYPE``). Dense counts are swept a block of rows at a time
+(``sweep_block`` is the map, the sum of its column parts the reduce), so
+that the memory of a fit beyond its compact input is that of the factors
+and of one block.
 """
 
 import functools
@@ -31,7 +34,8 @@ from scipy.special import gammaln
 from threadpoolctl import threadpool_limits
 
 from ._bessel import bessel_mean, bessel_mode
-from ._likelihood import clean_loglik_sum, noisy_loglik_sum
+from ._blocks import InMemoryRowBlocks
+from ._likelihood import clean_loglik_sum, clipped_loglik_sum, noisy_loglik_sum
 from ._noisy_count import posterior_count_mean
 from ._parallel import parallel_kernel
 from ._simd import simd_exp
@@ -189,7 +193,7 @@ def _private_entry_update(noisy, mean_mu, var_mu, geo_mu, pos_shape, neg_shape, 
             half_a_sq_row[v] = alpha * y_neg * mean_x * simd_exp(
                 series_neg - 0.5 * var_x / (mean_x * mean_x)
             )
-            nu_row[v] = abs(noisy[d, v])
+            nu_row[v] = abs(float(noisy[d, v]))
         if use_mean:
             for v in range(n_cols):
                 smaller_row[v] = 1.0
@@ -241,7 +245,7 @@ def _private_entry_update(noisy, mean_mu, var_mu, geo_mu, pos_shape, neg_shape, 
                     else bessel_mode(nu, 2.0 * math.sqrt(half_a_sq))
                 )
         for v in range(n_cols):
-            count = noisy[d, v]
+            count = float(noisy[d, v])
             smaller = smaller_row[v]
             geo_pos = geo_pos_row[v]
             ratio = (smaller + max(count, 0.0)) / (geo_pos + geo_mu[d, v])
@@ -253,7 +257,8 @@ def _private_entry_update(noisy, mean_mu, var_mu, geo_mu, pos_shape, neg_shape, 
 @parallel_kernel
 def _marginal_entry_update(noisy, rate, geo_mu, alpha):
     """R = E[y | y~, rate] / sum_k G[theta] G[phi], in place in ``rate``;
-    returns sum E[y].
+    returns sum E[y] per row (summed by the caller: a reduction inside the
+    parallel region would depend on the number of threads).
 
     The two-sided geometric noise is integrated out exactly (the law of the
     true count given the noisy one and a Poisson rate is in
@@ -264,11 +269,11 @@ def _marginal_entry_update(noisy, rate, geo_mu, alpha):
     for d in prange(n_rows):
         acc = 0.0
         for v in range(n_cols):
-            expected = posterior_count_mean(noisy[d, v], float(rate[d, v]), alpha)
+            expected = posterior_count_mean(float(noisy[d, v]), float(rate[d, v]), alpha)
             acc += expected
             rate[d, v] = expected / max(float(geo_mu[d, v]), _TINY)
         row_sums[d] = acc
-    return row_sums.sum()
+    return row_sums
 
 
 @parallel_kernel
@@ -285,82 +290,177 @@ def _sparse_ratio(indptr, indices, data, geo_theta, geo_phi_t, out):
             out[idx] = data[idx] / acc
 
 
-def _sub_count_totals(X, alpha, theta_shape, theta_rate, phi_shape, phi_rate,
-                      pos_shape, neg_shape, need_columns, use_mean, workspace=None,
-                      noise_update="marginal", count_scale=None):
-    """Expected sub-count totals: per row and component (n_rows, K) and, when
-    ``need_columns``, per component and column (K, n_cols), and the scale
-    applied to the expected true counts (``noise_update="marginal"``: the
-    given ``count_scale``, or the one fitted now when it is None; 1 otherwise).
+@parallel_kernel
+def _clipped_ratio(counts, rate):
+    """R = max(y, 0) / (G[theta] G[phi]), in place in ``rate``: the clean
+    sweep on counts clipped at 0 (the naive model of noisy counts)."""
+    n_rows, n_cols = counts.shape
+    for d in prange(n_rows):
+        for v in range(n_cols):
+            count = float(counts[d, v])
+            rate[d, v] = count / rate[d, v] if count > 0.0 else 0.0
 
-    ``workspace`` (a dict, filled on first use) keeps the three dense
-    (n_rows, n_cols) buffers of the noisy sweep and the kernel's per-thread
-    row buffers from one call to the next: fresh arrays of that size cost a
-    page fault per page every sweep."""
-    theta_mean, theta_var, theta_geo = gamma_moments(theta_shape, theta_rate)
-    phi_mean, phi_var, phi_geo = gamma_moments(phi_shape, phi_rate)
+
+def _to_product_dtype(values):
+    return values.astype(PRODUCT_DTYPE, copy=False)
+
+
+def _buffer(workspace, name, n_rows, n_cols, dtype):
+    """A (n_rows, n_cols) view of a buffer kept in ``workspace``, grown on demand."""
+    buffer = workspace.get(name)
+    if (buffer is None or buffer.shape[0] < n_rows or buffer.shape[1] != n_cols
+            or buffer.dtype != dtype):
+        buffer = workspace[name] = np.empty((n_rows, n_cols), dtype=dtype)
+    return buffer[:n_rows]
+
+
+def sweep_shared(alpha, noise_update, phi_mean, phi_var, phi_geo):
+    """What every row block of a sweep needs of q(phi), in the precision of
+    the block's products: (G[phi],) for the clean (clipped) sweep, (E[phi],
+    G[phi]) in ``PRODUCT_DTYPE`` for the marginal one, with the stacked
+    second moments for the Bessel updates."""
     if alpha is None:
-        ratio_data = np.empty(X.nnz)
-        _sparse_ratio(X.indptr, X.indices, X.data, theta_geo,
-                      np.ascontiguousarray(phi_geo.T), ratio_data)
-        ratio = sp.csr_matrix((ratio_data, X.indices, X.indptr), shape=X.shape)
-        row_totals = theta_geo * np.asarray(ratio @ phi_geo.T)
-        col_totals = (
-            phi_geo * np.asarray(ratio.T @ theta_geo).T if need_columns else None
-        )
-        return row_totals, col_totals, 1.0
+        return (np.ascontiguousarray(phi_geo),)
+    single = _to_product_dtype
+    if noise_update == "marginal":
+        return single(phi_mean), single(phi_geo)
+    # Var[sum_k theta phi] = Var_t @ (Var_p + E_p^2) + E_t^2 @ Var_p: one
+    # product with the blocks stacked along K; every term is positive, so
+    # single precision loses nothing to cancellation.
+    return (single(phi_mean), single(np.vstack([phi_var + phi_mean**2, phi_var])),
+            single(phi_geo))
+
+
+def sweep_block(X, theta_mean, theta_var, theta_geo, pos_shape, neg_shape, alpha,
+                noise_update, need_columns, shared, workspace=None):
+    """One sweep's sub-count sums over a block of rows (the map of a sweep).
+
+    Returns ``(row_part, col_part, expected_total)``: the row and column sums
+    of the sub-count ratios R, so that the expected sub-count totals are
+    ``G[theta] * row_part`` (rows of this block, K) and, summed over the
+    blocks, ``G[phi] * col_part`` (K, columns); ``col_part`` is None unless
+    ``need_columns``. For ``noise_update="marginal"`` both still miss the
+    count scale (it needs every block's ``expected_total``, the sum of
+    E[y | y~]). ``alpha`` None is the clean sweep on the counts clipped at 0.
+    The Bessel updates advance their noise shapes ``pos_shape`` and
+    ``neg_shape`` (this block's rows) in place.
+    """
+    n_rows, n_cols = X.shape
     if workspace is None:
         workspace = {}
-    # Rows with q(phi) fixed (transform) keep double precision: single
-    # precision products round differently with the number of rows in the
-    # product, and a row's factors would then depend, at 1e-7, on the rows
-    # given with it.
-    product_dtype = PRODUCT_DTYPE if need_columns else np.float64
-    if noise_update == "marginal" and "mean_mu" not in workspace:
-        for name in ("mean_mu", "geo_mu"):
-            workspace[name] = np.empty(X.shape, dtype=product_dtype)
-    if "mean_mu" not in workspace:
-        for name in ("mean_mu", "var_mu", "geo_mu"):
-            workspace[name] = np.empty(X.shape, dtype=product_dtype)
-        workspace["rows"] = np.empty((numba.config.NUMBA_NUM_THREADS, 6, X.shape[1]))
-
-    def single(values):
-        return values.astype(product_dtype, copy=False)
-
-    theta_geo_single, phi_geo_single = single(theta_geo), single(phi_geo)
-    mean_mu = np.matmul(single(theta_mean), single(phi_mean), out=workspace["mean_mu"])
+    if alpha is None:
+        (phi_geo,) = shared
+        ratio = np.matmul(theta_geo, phi_geo,
+                          out=_buffer(workspace, "ratio", n_rows, n_cols, np.float64))
+        _clipped_ratio(X, ratio)
+        row_part = ratio @ phi_geo.T
+        col_part = theta_geo.T @ ratio if need_columns else None
+        return row_part, col_part, 0.0
+    single = _to_product_dtype
+    theta_geo_single = single(theta_geo)
+    phi_geo_single = shared[-1]
+    mean_mu = np.matmul(single(theta_mean), shared[0],
+                        out=_buffer(workspace, "mean_mu", n_rows, n_cols, PRODUCT_DTYPE))
+    geo_mu = np.matmul(theta_geo_single, phi_geo_single,
+                       out=_buffer(workspace, "geo_mu", n_rows, n_cols, PRODUCT_DTYPE))
     if noise_update == "marginal":
         # E[y | y~] at the rate E[mu]; the rates G[mu] of the mean-field
         # update fall far below E[mu] where the factors' shapes are small
         # (sparse rows and words) and let a fit collapse onto the prior
-        geo_mu = np.matmul(theta_geo_single, phi_geo_single, out=workspace["geo_mu"])
-        expected_total = _marginal_entry_update(X, mean_mu, geo_mu, alpha)
-        if count_scale is None:
-            count_scale = scale_to_noisy_total(X, expected_total)
-        mean_mu *= count_scale
-        ratio = mean_mu
-        row_totals = theta_geo * (ratio @ phi_geo_single.T)
-        col_totals = phi_geo * (theta_geo_single.T @ ratio) if need_columns else None
-        return row_totals, col_totals, count_scale
-    # Var[sum_k theta phi] = Var_t @ (Var_p + E_p^2) + E_t^2 @ Var_p: one product
-    # with the blocks stacked along K; every term is positive, so single
-    # precision loses nothing to cancellation.
-    var_mu = np.matmul(
-        single(np.hstack([theta_var, theta_mean**2])),
-        single(np.vstack([phi_var + phi_mean**2, phi_var])),
-        out=workspace["var_mu"],
-    )
-    geo_mu = np.matmul(theta_geo_single, phi_geo_single, out=workspace["geo_mu"])
-    _private_entry_update(X, mean_mu, var_mu, geo_mu, pos_shape, neg_shape, alpha,
-                          use_mean, workspace["rows"])
+        expected_total = float(_marginal_entry_update(X, mean_mu, geo_mu, alpha).sum())
+    else:
+        var_mu = np.matmul(
+            single(np.hstack([theta_var, theta_mean**2])), shared[1],
+            out=_buffer(workspace, "var_mu", n_rows, n_cols, PRODUCT_DTYPE))
+        rows = _buffer(workspace, "rows", numba.config.NUMBA_NUM_THREADS * 6, n_cols,
+                       np.float64)
+        _private_entry_update(
+            X, mean_mu, var_mu, geo_mu, pos_shape, neg_shape, alpha,
+            noise_update == "bessel-mean",
+            rows.reshape(numba.config.NUMBA_NUM_THREADS, 6, n_cols))
+        expected_total = 0.0
     ratio = mean_mu
-    row_totals = theta_geo * (ratio @ phi_geo_single.T)
-    col_totals = phi_geo * (theta_geo_single.T @ ratio) if need_columns else None
+    row_part = ratio @ phi_geo_single.T
+    col_part = theta_geo_single.T @ ratio if need_columns else None
+    return row_part, col_part, expected_total
+
+
+def loglik_block(X, row_factors, alpha, components, workspace=None):
+    """Log-likelihood of a block of rows at mu = row_factors @ components:
+    of the noisy counts, or (``alpha`` None) of the counts clipped at 0."""
+    if alpha is None:
+        return clipped_loglik_sum(X, row_factors, components)
+    return noisy_loglik_sum(X, row_factors, components, alpha)
+
+
+def block_sum(X, clip, workspace=None):
+    """Sum of a block's counts (clipped at 0 when ``clip``), exact."""
+    if X.dtype.kind == "f":
+        return float(np.maximum(X, 0.0).sum() if clip else X.sum())
+    return int(np.maximum(X, 0).sum(dtype=np.int64) if clip else X.sum(dtype=np.int64))
+
+
+def block_row_sums(X, clip, workspace=None):
+    """Row sums of a block's counts (clipped at 0 when ``clip``), float64."""
+    return (np.maximum(X, 0) if clip else X).sum(axis=1, dtype=np.float64)
+
+
+def _sweep_totals(source, alpha, theta_shape, theta_rate, phi_shape, phi_rate,
+                  pos_shape, neg_shape, need_columns, noise_update, count_scale,
+                  noisy_total):
+    """Expected sub-count totals per row and component (n_rows, K) and, when
+    ``need_columns``, per component and column (K, n_cols), and the count
+    scale (``noise_update="marginal"``: the given ``count_scale``, or the one
+    fitted now when it is None; 1 otherwise): the row-block map of
+    ``sweep_block`` and the sum of its column parts."""
+    theta_mean, theta_var, theta_geo = gamma_moments(theta_shape, theta_rate)
+    phi_mean, phi_var, phi_geo = gamma_moments(phi_shape, phi_rate)
+    shared = sweep_shared(alpha, noise_update, phi_mean, phi_var, phi_geo)
+    bessel = alpha is not None and noise_update != "marginal"
+    row_parts = []
+    col_part = np.zeros(phi_shape.shape) if need_columns else None
+    expected_total = 0.0
+    # reduced as the blocks come, in block order and in double: the same
+    # sums for any placement of the blocks
+    for block_rows, block_cols, block_expected in source.map(
+        sweep_block,
+        (theta_mean, theta_var if bessel else None, theta_geo, pos_shape, neg_shape),
+        alpha, noise_update, need_columns, shared,
+    ):
+        row_parts.append(block_rows)
+        if need_columns:
+            col_part += block_cols
+        expected_total += block_expected
+    row_part = np.vstack(row_parts)
+    scale = 1.0
+    if alpha is not None and noise_update == "marginal":
+        scale = count_scale
+        if scale is None:
+            scale = scale_to_noisy_total(noisy_total, expected_total, source.shape)
+    row_totals = theta_geo * row_part * scale
+    col_totals = phi_geo * col_part * scale if need_columns else None
+    return row_totals, col_totals, scale
+
+
+def _sparse_sub_count_totals(X, theta_shape, theta_rate, phi_shape, phi_rate,
+                             need_columns):
+    """Expected sub-count totals of clean CSR counts (work per non-zero)."""
+    theta_geo = gamma_moments(theta_shape, theta_rate)[2]
+    phi_geo = gamma_moments(phi_shape, phi_rate)[2]
+    ratio_data = np.empty(X.nnz)
+    _sparse_ratio(X.indptr, X.indices, X.data, theta_geo,
+                  np.ascontiguousarray(phi_geo.T), ratio_data)
+    ratio = sp.csr_matrix((ratio_data, X.indices, X.indptr), shape=X.shape)
+    row_totals = theta_geo * np.asarray(ratio @ phi_geo.T)
+    col_totals = (
+        phi_geo * np.asarray(ratio.T @ theta_geo).T if need_columns else None
+    )
     return row_totals, col_totals, 1.0
 
 
-def scale_to_noisy_total(noisy, expected_total):
-    """The factor that brings the expected true counts to the noisy total.
+def scale_to_noisy_total(noisy_total, expected_total, shape):
+    """The factor that brings the expected true counts to the noisy total
+    ``noisy_total`` of a matrix of ``shape``.
 
     The noise is symmetric, so the noisy total is an unbiased estimate of
     the true one, with a standard deviation of sqrt(2 alpha) / (1 - alpha)
@@ -369,7 +469,8 @@ def scale_to_noisy_total(noisy, expected_total):
     fitted rate is up draws a larger expected count, which raises the rate
     further (at epsilon/N = 1 on sparse text the total rate settles at 2
     to 4 times the true one)."""
-    return max(float(noisy.sum()), 1e-3 * noisy.size) / max(expected_total, 1e-300)
+    size = shape[0] * shape[1]
+    return max(float(noisy_total), 1e-3 * size) / max(expected_total, 1e-300)
 
 
 def fit_gamma_prior(totals, scale):
@@ -425,11 +526,18 @@ def fit_gamma_prior(totals, scale):
 
 
 def log_likelihood_sum(X, alpha, row_factors, components):
-    """Total log-likelihood of X at mu = row_factors @ components (noisy when
-    ``alpha`` is set, CSR clean counts otherwise)."""
-    if alpha is None:
+    """Total log-likelihood of X at mu = row_factors @ components: of CSR
+    clean counts, or of a dense array or source of row blocks, noisy when
+    ``alpha`` is set and clipped at 0 otherwise (summed in block order)."""
+    if sp.issparse(X):
         return clean_loglik_sum(X, row_factors, components)
-    return noisy_loglik_sum(X, row_factors, components, alpha)
+    if isinstance(X, np.ndarray):
+        X = InMemoryRowBlocks(X)
+    components = np.ascontiguousarray(components, dtype=np.float64)
+    total = 0.0
+    for part in X.map(loglik_block, (row_factors,), alpha, components):
+        total += part
+    return total
 
 
 @blas_single_threaded
@@ -458,8 +566,13 @@ def fit_cavi(
 
     Parameters
     ----------
-    X : ndarray (noisy, dense float64) or CSR matrix (clean counts)
-        ``alpha`` None means clean counts, which must be CSR.
+    X : CSR matrix, ndarray or source of row blocks
+        Clean counts (CSR, ``alpha`` None; work per non-zero), or dense
+        counts of any integer or float dtype, as an array or a source of row
+        blocks (``_blocks``): noisy with ``alpha`` set, otherwise clipped at
+        0 (the naive model of noisy counts). Dense counts are swept a block
+        of rows at a time; nothing of the size of X is allocated except, for
+        the Bessel updates, their two per-entry noise shapes.
     alpha : float or None
         The noise ratio exp(-epsilon / sensitivity).
     theta_shape, theta_rate, phi_shape, phi_rate : ndarray
@@ -489,6 +602,9 @@ def fit_cavi(
         n_iter, count_scale, objective_trace (list of (iteration, mean log-likelihood per
         entry at the posterior means)).
     """
+    sparse = sp.issparse(X)
+    if not sparse and isinstance(X, np.ndarray):
+        X = InMemoryRowBlocks(X)
     n_rows, n_cols = X.shape
     theta_prior_shape, theta_prior_rate = (np.array(p, dtype=float) for p in theta_prior)
     phi_prior_shape, phi_prior_rate = (np.array(p, dtype=float) for p in phi_prior)
@@ -498,20 +614,26 @@ def fit_cavi(
         neg_shape = np.full(X.shape, prior_noise_shape)
     else:
         pos_shape = neg_shape = None
+    noisy_total = None
+    if alpha is not None and noise_update == "marginal" and count_scale is None:
+        noisy_total = sum(X.map(block_sum, (), False))
     if empirical_bayes:
         min_iter = max(min_iter, EB_WARM_UP_SWEEPS + 2 * evaluate_every)
-    workspace = {}
     objective_trace = []
     previous = None
     n_iter = 0
     start = time.perf_counter()
     for iteration in range(1, max_iter + 1):
         n_iter = iteration
-        row_totals, col_totals, fitted_scale = _sub_count_totals(
-            X, alpha, theta_shape, theta_rate, phi_shape, phi_rate,
-            pos_shape, neg_shape, update_components, noise_update == "bessel-mean",
-            workspace, noise_update, count_scale,
-        )
+        if sparse:
+            row_totals, col_totals, fitted_scale = _sparse_sub_count_totals(
+                X, theta_shape, theta_rate, phi_shape, phi_rate, update_components)
+        else:
+            row_totals, col_totals, fitted_scale = _sweep_totals(
+                X, alpha, theta_shape, theta_rate, phi_shape, phi_rate,
+                pos_shape, neg_shape, update_components, noise_update, count_scale,
+                noisy_total,
+            )
         phi_mean = phi_shape / phi_rate
         exposure_theta = phi_mean.sum(axis=1)
         fit_priors = empirical_bayes and iteration > EB_WARM_UP_SWEEPS

@@ -27,7 +27,8 @@ from ..utils._validation import (
     check_no_fit_params,
     check_noisy_count_matrix,
 )
-from ._cavi import fit_cavi, log_likelihood_sum
+from ._blocks import InMemoryRowBlocks, compact_counts
+from ._cavi import block_sum, fit_cavi, log_likelihood_sum
 from ._evaluation import reconstruction_error
 
 __all__ = ["PrivatePoissonMF"]
@@ -43,6 +44,10 @@ _SAMPLE_WEIGHT_REASON = (
     "each row is one record's (privatized) counts, modelled as such; a weight "
     "would change the likelihood, not the data. Repeat or drop rows instead."
 )
+
+
+# Noisy input accepted as it is; other dtypes are converted to float64 first.
+_NOISY_INPUT_DTYPES = (np.float64, np.float32, np.int64, np.int32, np.int16, np.int8)
 
 
 def _output_dtype(X):
@@ -397,24 +402,27 @@ class PrivatePoissonMF(
     def _check_input(self, X, reset, rng=None):
         """Validate X and bring it to the form the solvers take.
 
-        Returns CSR float64 clean counts (``epsilon=None``) or a dense
-        C-contiguous float64 noisy matrix, plus the clean counts when
-        ``privatize`` (for scoring), else None.
+        Returns CSR float64 clean counts (``epsilon=None``) or the noisy
+        counts as a dense C-contiguous array of the smallest exact dtype
+        (``compact_counts``: int16 or int32, float64 beyond), plus the clean
+        counts when ``privatize`` (for scoring), else None.
         """
         if self.epsilon is None or self.privatize:
             X = check_count_matrix(X, estimator=self, reset=reset)
         else:
-            X = check_noisy_count_matrix(X, estimator=self, reset=reset)
+            # compact integer input is kept as it is (no float64 copy)
+            X = check_noisy_count_matrix(X, estimator=self, reset=reset,
+                                         dtype=_NOISY_INPUT_DTYPES)
         if self.epsilon is None:
             return sp.csr_matrix(X, dtype=np.float64), None
+        if not self.privatize:
+            return compact_counts(X), None
         dense = X.toarray() if sp.issparse(X) else np.asarray(X)
         dense = np.ascontiguousarray(dense, dtype=np.float64)
-        if not self.privatize:
-            return dense, None
         noise = two_sided_geometric(
             self.epsilon, self.sensitivity, size=dense.shape, random_state=rng
         )
-        return dense + noise, dense
+        return compact_counts(dense + noise), dense
 
     def _priors(self, X):
         """Gamma priors ((shape, rate) of theta, of phi) per component for the
@@ -445,11 +453,12 @@ class PrivatePoissonMF(
             (per_component(c), per_component(d)),
         )
 
-    def _init_factors(self, X, rng):
-        """Random starting q(theta), q(phi) whose product matches the mean count."""
-        n_rows, n_cols = X.shape
+    def _init_factors(self, shape, total, rng):
+        """Random starting q(theta), q(phi) whose product matches the mean
+        count ``total / (n_rows * n_cols)``."""
+        n_rows, n_cols = shape
         K = self.n_components
-        mean_count = max(float(X.sum()) / (n_rows * n_cols), 1e-3)
+        mean_count = max(float(total) / (n_rows * n_cols), 1e-3)
         scale = math.sqrt(mean_count / K)
         theta_shape = 1.0 + rng.uniform(0.0, 1.0, size=(n_rows, K))
         theta_rate = theta_shape / (scale * rng.uniform(0.5, 1.5, size=(n_rows, K)))
@@ -497,14 +506,18 @@ class PrivatePoissonMF(
         alpha = self._noise_ratio()
         theta_prior, phi_prior = self._priors(X)
         if self.solver == "cavi":
+            # the sum of the clipped counts when noisy, block by block
+            total = X.sum() if alpha is None else sum(
+                block_sum(X[start:stop], True) for start, stop in
+                InMemoryRowBlocks(X).block_bounds)
             theta_shape, theta_rate, phi_shape, phi_rate = self._init_factors(
-                X if alpha is None else np.maximum(X, 0.0), rng
+                X.shape, total, rng
             )
             if alpha is not None:
                 # start from the converged naive model (see Notes)
                 with self._progress(_CAVI_LINE, self.max_iter, "CAVI naive start"):
                     warm = fit_cavi(
-                        sp.csr_matrix(np.maximum(X, 0.0)), None, theta_shape, theta_rate,
+                        X, None, theta_shape, theta_rate,
                         phi_shape, phi_rate, theta_prior=theta_prior, phi_prior=phi_prior,
                         max_iter=self.max_iter, tol=self.tol,
                         evaluate_every=self.evaluate_every, verbose=solver_verbose,
@@ -542,7 +555,7 @@ class PrivatePoissonMF(
             with self._progress(_MCMC_LINE, self.n_burn_in + self.n_kept_samples,
                                 "MCMC"):
                 result = fit_mcmc_chains(
-                    X, alpha, self.n_components,
+                    X if alpha is None else X.astype(np.float64), alpha, self.n_components,
                     theta_prior=theta_prior, phi_prior=phi_prior,
                     n_burn_in=self.n_burn_in, n_kept=self.n_kept_samples,
                     n_chains=self.n_chains, n_jobs=self.n_jobs, rng=rng,

@@ -282,9 +282,15 @@ def _noisy_logpmf_row(counts, rates, alpha, log_alpha, log_const, out, buffers):
 _ROWS_PER_BLOCK = 32
 
 
-@parallel_kernel
 def noisy_loglik_sum(noisy, row_factors, components, alpha):
     """Sum over a dense noisy matrix of log P(noisy[d, v]) at mu = theta @ phi."""
+    # summed outside the parallel region: the same sum for any number of threads
+    return float(_noisy_loglik_rows(noisy, row_factors, components, alpha).sum())
+
+
+@parallel_kernel
+def _noisy_loglik_rows(noisy, row_factors, components, alpha):
+    """The per-row sums of noisy_loglik_sum."""
     n_rows, n_cols = noisy.shape
     log_alpha = math.log(alpha)
     log_const = math.log1p(-alpha) - math.log1p(alpha)
@@ -298,16 +304,54 @@ def noisy_loglik_sum(noisy, row_factors, components, alpha):
         # a block of rows at a time: one matrix product instead of a
         # matrix-vector product per row
         rates = row_factors[start:stop] @ components
-        buffers = np.empty((_ROW_BUFFERS + 1, n_cols))
+        buffers = np.empty((_ROW_BUFFERS + 2, n_cols))
         logpmf_row = buffers[_ROW_BUFFERS]
+        # the counts in double whatever their stored (compact) type: one
+        # compiled row pass for all
+        counts_row = buffers[_ROW_BUFFERS + 1]
         for d in range(start, stop):
-            _noisy_logpmf_row(noisy[d], rates[d - start], alpha, log_alpha, log_const,
+            for v in range(n_cols):
+                counts_row[v] = noisy[d, v]
+            _noisy_logpmf_row(counts_row, rates[d - start], alpha, log_alpha, log_const,
                               logpmf_row, buffers[:_ROW_BUFFERS])
             acc = 0.0
             for v in range(n_cols):
                 acc += logpmf_row[v]
             row_totals[d] = acc
-    return row_totals.sum()
+    return row_totals
+
+
+def clipped_loglik_sum(counts, row_factors, components):
+    """Sum over a dense count matrix, clipped at 0, of the Poisson log-pmfs
+    at mu = theta @ phi (the naive model's objective on noisy counts)."""
+    return float(_clipped_loglik_rows(counts, row_factors, components).sum())
+
+
+@parallel_kernel
+def _clipped_loglik_rows(counts, row_factors, components):
+    """The per-row sums of clipped_loglik_sum."""
+    n_rows, n_cols = counts.shape
+    row_factors = np.ascontiguousarray(row_factors)
+    components = np.ascontiguousarray(components)
+    row_totals = np.zeros(n_rows)
+    n_blocks = (n_rows + _ROWS_PER_BLOCK - 1) // _ROWS_PER_BLOCK
+    for block in prange(n_blocks):
+        start = block * _ROWS_PER_BLOCK
+        stop = min(start + _ROWS_PER_BLOCK, n_rows)
+        rates = row_factors[start:stop] @ components
+        for d in range(start, stop):
+            acc = 0.0
+            for v in range(n_cols):
+                mu = rates[d - start, v]
+                count = float(counts[d, v])
+                if count > 0.0:
+                    if mu > 0.0:
+                        acc += count * math.log(mu) - _log_factorial(count)
+                    else:
+                        acc += -np.inf
+                acc -= mu
+            row_totals[d] = acc
+    return row_totals
 
 
 @parallel_kernel

@@ -46,17 +46,29 @@ def _stored_values(X):
     return X.data if sp.issparse(X) else np.asarray(X)
 
 
+# Entries checked at a time: the checks' temporaries stay small next to a
+# large matrix instead of adding a full-size copy of it.
+_CHECK_CHUNK = 1 << 20
+
+
 def _check_integral(values, input_name, what):
-    if values.size and np.abs(values).max() >= _MAX_ABS_COUNT:
-        raise ValueError(
-            f"{input_name} holds the count {np.abs(values).max()!r}; counts must "
-            f"be below 2**53 = {_MAX_ABS_COUNT} in absolute value, beyond which "
-            "float64 does not represent every integer."
-        )
-    if values.dtype.kind == "f" and values.size:
-        fractional = values != np.floor(values)
+    flat = np.ravel(values, order="K")
+    for start in range(0, flat.size, _CHECK_CHUNK):
+        chunk = flat[start:start + _CHECK_CHUNK]
+        largest = np.abs(chunk).max()
+        if largest >= _MAX_ABS_COUNT:
+            raise ValueError(
+                f"{input_name} holds the count {largest!r}; counts must "
+                f"be below 2**53 = {_MAX_ABS_COUNT} in absolute value, beyond which "
+                "float64 does not represent every integer."
+            )
+    if values.dtype.kind != "f":
+        return
+    for start in range(0, flat.size, _CHECK_CHUNK):
+        chunk = flat[start:start + _CHECK_CHUNK]
+        fractional = chunk != np.floor(chunk)
         if np.any(fractional):
-            example = values[fractional].flat[0]
+            example = chunk[fractional].flat[0]
             raise ValueError(
                 f"{input_name} must hold {what}; found the non-integer value "
                 f"{example!r}. Round or bin the data before privatizing it."
