@@ -27,8 +27,10 @@ from ..utils._validation import (
     check_no_fit_params,
     check_noisy_count_matrix,
 )
+from . import _blocks
 from ._blocks import InMemoryRowBlocks, compact_counts
-from ._cavi import block_sum, fit_cavi, log_likelihood_sum
+from ._cavi import block_row_sums, block_sum, fit_cavi, log_likelihood_sum
+from ._dask import DaskRowBlocks, is_dask_array
 from ._evaluation import reconstruction_error
 
 __all__ = ["PrivatePoissonMF"]
@@ -63,6 +65,28 @@ MIN_EPSILON_PER_UNIT = 1e-6
 SIMILARITY_WARNING = 0.95
 # Floor of the mean count that sets the "auto" prior rates (all-zero input).
 _MIN_MEAN_COUNT = 1e-6
+
+
+def _row_blocks(X):
+    """X as a source of row blocks (an array is wrapped; a source is kept)."""
+    return InMemoryRowBlocks(X) if isinstance(X, np.ndarray) else X
+
+
+def _reconstruction_error(X, row_factors, components):
+    """``reconstruction_error`` of an array, or summed over a source's blocks."""
+    if not isinstance(X, DaskRowBlocks):
+        return reconstruction_error(X, row_factors, components,
+                                    block_entries=_blocks.BLOCK_ENTRIES)
+    divergence = sum(
+        0.5 * error**2 for error in X.map(_block_reconstruction_error, (row_factors,),
+                                          np.asarray(components, dtype=np.float64))
+    )
+    return float(np.sqrt(2.0 * divergence))
+
+
+def _block_reconstruction_error(block, row_factors, components, workspace=None):
+    return reconstruction_error(block, row_factors, components,
+                                block_entries=_blocks.BLOCK_ENTRIES)
 
 
 def max_cosine_similarity(components):
@@ -407,6 +431,8 @@ class PrivatePoissonMF(
         (``compact_counts``: int16 or int32, float64 beyond), plus the clean
         counts when ``privatize`` (for scoring), else None.
         """
+        if is_dask_array(X):
+            return self._check_dask_input(X, reset), None
         if self.epsilon is None or self.privatize:
             X = check_count_matrix(X, estimator=self, reset=reset)
         else:
@@ -423,6 +449,28 @@ class PrivatePoissonMF(
             self.epsilon, self.sensitivity, size=dense.shape, random_state=rng
         )
         return compact_counts(dense + noise), dense
+
+    def _check_dask_input(self, X, reset):
+        """Row blocks of a Dask array of noisy counts, compacted on the workers."""
+        if self.epsilon is None or self.privatize or self.solver != "cavi" or (
+                self.noise_update != "marginal"):
+            raise ValueError(
+                "A Dask array is fitted by private CAVI with noise_update='marginal' "
+                "on counts privatized already (epsilon set, privatize=False, "
+                f"solver='cavi'); got epsilon={self.epsilon!r}, "
+                f"privatize={self.privatize!r}, solver={self.solver!r}, "
+                f"noise_update={self.noise_update!r}."
+            )
+        if reset:
+            self.n_features_in_ = int(X.shape[1])
+            if hasattr(self, "feature_names_in_"):
+                del self.feature_names_in_
+        elif X.shape[1] != self.n_features_in_:
+            raise ValueError(
+                f"X has {X.shape[1]} features, but PrivatePoissonMF is expecting "
+                f"{self.n_features_in_} features as input."
+            )
+        return DaskRowBlocks(X)
 
     def _priors(self, X):
         """Gamma priors ((shape, rate) of theta, of phi) per component for the
@@ -508,8 +556,7 @@ class PrivatePoissonMF(
         if self.solver == "cavi":
             # the sum of the clipped counts when noisy, block by block
             total = X.sum() if alpha is None else sum(
-                block_sum(X[start:stop], True) for start, stop in
-                InMemoryRowBlocks(X).block_bounds)
+                _row_blocks(X).map(block_sum, (), True))
             theta_shape, theta_rate, phi_shape, phi_rate = self._init_factors(
                 X.shape, total, rng
             )
@@ -593,8 +640,8 @@ class PrivatePoissonMF(
             result["theta_shape"] / result["theta_rate"] if self.solver == "cavi"
             else result["theta_mean"]
         )
-        self.reconstruction_err_ = reconstruction_error(X, fitted_row_factors,
-                                                        self.components_)
+        self.reconstruction_err_ = _reconstruction_error(X, fitted_row_factors,
+                                                         self.components_)
         if self.verbose:
             print(f"largest cosine similarity between two components: "
                   f"{self.max_component_similarity_:.4f}")
@@ -624,6 +671,8 @@ class PrivatePoissonMF(
             # problem with q(phi) fixed has more than one fixed point, so
             # fit_transform(X) and transform(X) would otherwise disagree
             row_factors = self._infer_rows(X)
+        if isinstance(X, DaskRowBlocks):
+            X.release()
         return None if row_factors is None else row_factors.astype(dtype, copy=False)
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -680,9 +729,10 @@ class PrivatePoissonMF(
         n_rows = X.shape[0]
         K = self.n_components
         phi_mean = self.components_
-        row_mass = (
-            np.asarray(X.sum(axis=1)).ravel() if alpha is None else X.sum(axis=1)
-        )
+        if alpha is None:
+            row_mass = np.asarray(X.sum(axis=1)).ravel()
+        else:
+            row_mass = np.concatenate(list(_row_blocks(X).map(block_row_sums, (), False)))
         start = np.maximum(row_mass, 1e-3) / max(phi_mean.sum(), 1e-300)
         # Deterministic start (no random_state at transform time): equal
         # factors matching each row's total; q(phi) breaks the symmetry.

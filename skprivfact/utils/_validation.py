@@ -55,7 +55,8 @@ def _check_integral(values, input_name, what):
     flat = np.ravel(values, order="K")
     for start in range(0, flat.size, _CHECK_CHUNK):
         chunk = flat[start:start + _CHECK_CHUNK]
-        largest = np.abs(chunk).max()
+        # from the extremes: no temporary the size of the chunk
+        largest = max(abs(chunk.min().item()), abs(chunk.max().item()))
         if largest >= _MAX_ABS_COUNT:
             raise ValueError(
                 f"{input_name} holds the count {largest!r}; counts must "

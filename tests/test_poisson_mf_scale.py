@@ -1,0 +1,137 @@
+"""PrivatePoissonMF at scale: compact noisy counts, row-block sweeps, Dask."""
+
+import tracemalloc
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from skprivfact.datasets import make_poisson_factorization
+from skprivfact.poisson_mf import PrivatePoissonMF, _blocks
+from skprivfact.poisson_mf._blocks import compact_counts
+
+EPSILON = 1.0
+
+
+@pytest.fixture(scope="module")
+def noisy():
+    _, X_noisy, _, _ = make_poisson_factorization(
+        300, 60, 4, factor_shape=0.5, epsilon=EPSILON, random_state=0
+    )
+    return X_noisy
+
+
+def test_compact_counts_picks_the_smallest_exact_dtype():
+    base = np.array([[0, -3, 5], [2, 1, -1]])
+    assert compact_counts(base).dtype == np.int16
+    assert compact_counts(base.astype(np.float64)).dtype == np.int16
+    wide = base.copy()
+    wide[0, 0] = -(2**15) - 1
+    assert compact_counts(wide).dtype == np.int32
+    huge = base.astype(np.float64)
+    huge[1, 2] = 2.0**40
+    assert compact_counts(huge).dtype == np.float64
+    for X in (base, wide, huge, sp.csr_matrix(base), sp.csr_matrix(wide)):
+        dense = X.toarray() if sp.issparse(X) else X
+        np.testing.assert_array_equal(compact_counts(X), dense)
+    # kept as given when already compact
+    compact = base.astype(np.int16)
+    assert compact_counts(compact) is compact
+
+
+def test_int16_input_gives_the_float64_fit(noisy):
+    kwargs = {"epsilon": EPSILON, "max_iter": 15, "tol": 0, "random_state": 0}
+    reference = PrivatePoissonMF(4, **kwargs).fit_transform(noisy.astype(np.float64))
+    for dtype in (np.int16, np.int32, np.int64):
+        np.testing.assert_array_equal(
+            PrivatePoissonMF(4, **kwargs).fit_transform(noisy.astype(dtype)), reference
+        )
+
+
+@pytest.mark.parametrize("noise_update", ["marginal", "bessel-mean"])
+def test_row_blocks_give_the_one_block_fit(noisy, monkeypatch, noise_update):
+    kwargs = {
+        "epsilon": EPSILON,
+        "max_iter": 15,
+        "tol": 0,
+        "random_state": 0,
+        "noise_update": noise_update,
+    }
+    whole = PrivatePoissonMF(4, **kwargs)
+    whole_factors = whole.fit_transform(noisy)
+    # 7 rows per block: 43 blocks, the last one shorter
+    monkeypatch.setattr(_blocks, "BLOCK_ENTRIES", 7 * noisy.shape[1])
+    blocked = PrivatePoissonMF(4, **kwargs)
+    blocked_factors = blocked.fit_transform(noisy)
+    # the sums over rows come in another order: equal to rounding
+    np.testing.assert_allclose(
+        blocked.components_, whole.components_, rtol=1e-5, atol=1e-8
+    )
+    np.testing.assert_allclose(blocked_factors, whole_factors, rtol=1e-5, atol=1e-8)
+    assert blocked.score(noisy) == pytest.approx(whole.score(noisy), rel=1e-7)
+
+
+def test_fit_allocates_no_dense_copy_of_the_matrix(monkeypatch):
+    # 2000 x 500 int16: the compact input is 2 MB; a float64 copy would be 8 MB
+    _, X_noisy, _, _ = make_poisson_factorization(
+        2000, 500, 3, factor_shape=0.5, epsilon=EPSILON, random_state=1
+    )
+    X_noisy = X_noisy.astype(np.int16)
+    monkeypatch.setattr(_blocks, "BLOCK_ENTRIES", 2**14)
+    model = PrivatePoissonMF(3, epsilon=EPSILON, max_iter=3, tol=0, random_state=0)
+    model.fit(X_noisy[:50])  # compile outside the measured fit
+    tracemalloc.start()
+    try:
+        model.fit(X_noisy)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    # what remains is the factors' state, O((rows + columns) x K): 0.86 bytes
+    # an entry here (K = 3, 500 columns)
+    assert peak < 1.0 * X_noisy.size
+
+
+def test_dask_fit_equals_in_memory_fit(noisy, monkeypatch):
+    pytest.importorskip("distributed")
+    da = pytest.importorskip("dask.array")
+    from distributed import Client, LocalCluster
+
+    kwargs = {"epsilon": EPSILON, "max_iter": 15, "tol": 0, "random_state": 0}
+    # in-memory blocks of 100 rows, the Dask chunks below
+    monkeypatch.setattr(_blocks, "BLOCK_ENTRIES", 100 * noisy.shape[1])
+    reference = PrivatePoissonMF(4, **kwargs)
+    reference_factors = reference.fit_transform(noisy)
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        Client(cluster),
+    ):
+        model = PrivatePoissonMF(4, **kwargs)
+        factors = model.fit_transform(da.from_array(noisy, chunks=(100, 60)))
+        # same blocks, same order of the sums: bit for bit
+        np.testing.assert_array_equal(model.components_, reference.components_)
+        np.testing.assert_array_equal(factors, reference_factors)
+        assert model.count_scale_ == reference.count_scale_
+        # other chunks (rows and columns): the same fit to rounding
+        other = PrivatePoissonMF(4, **kwargs).fit(
+            da.from_array(noisy, chunks=(130, 25))
+        )
+        np.testing.assert_allclose(
+            other.components_, reference.components_, rtol=1e-4, atol=1e-6
+        )
+        held_out = da.from_array(noisy[:40], chunks=(15, 60))
+        np.testing.assert_array_equal(
+            model.transform(held_out), reference.transform(noisy[:40])
+        )
+        assert model.score(held_out) == pytest.approx(
+            reference.score(noisy[:40]), rel=1e-12
+        )
+        with pytest.raises(ValueError, match="A Dask array is fitted by private CAVI"):
+            PrivatePoissonMF(4, epsilon=EPSILON, solver="mcmc").fit(
+                da.from_array(noisy, chunks=(100, 60))
+            )
+        with pytest.raises(ValueError, match="non-integer value"):
+            PrivatePoissonMF(4, epsilon=EPSILON).fit(
+                da.from_array(noisy + 0.5, chunks=(100, 60))
+            )
