@@ -26,7 +26,6 @@ import functools
 import math
 import time
 
-import numba
 import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
@@ -158,7 +157,7 @@ def _gamma_moments(shape, rate, mean, var, geo):
 
 @parallel_kernel
 def _private_entry_update(noisy, mean_mu, var_mu, geo_mu, pos_shape, neg_shape, alpha,
-                          use_mean, scratch):
+                          use_mean):
     """The per-entry CAVI updates, fused and in place.
 
     Noise rates, G[lambda+ + mu] by the delta method, the Bessel step with
@@ -169,12 +168,14 @@ def _private_entry_update(noisy, mean_mu, var_mu, geo_mu, pos_shape, neg_shape, 
     the sub-count ratio R = E[y+] / (G[lambda+] + sum_k G[theta] G[phi]) and
     the two noise shapes hold 1 + E[g+-]. Returns nothing else: the row and
     column sums of the sub-counts are matrix products of R, done by the
-    caller. ``scratch`` is (NUMBA_NUM_THREADS, 6, n_cols) of row buffers per
-    thread; every row's arithmetic is fixed, whichever thread does it.
+    caller. Each row gets its own scratch rows (a per-thread buffer indexed
+    by ``numba.get_thread_id`` crashes the serial twin when it is loaded
+    from numba's cache); every row's arithmetic is fixed, whichever thread
+    does it.
     """
     n_rows, n_cols = noisy.shape
     for d in prange(n_rows):
-        buffers = scratch[numba.get_thread_id()]
+        buffers = np.empty((6, n_cols))
         geo_pos_row = buffers[0]
         half_a_sq_row = buffers[1]
         nu_row = buffers[2]
@@ -372,12 +373,9 @@ def sweep_block(X, theta_mean, theta_var, theta_geo, pos_shape, neg_shape, alpha
         var_mu = np.matmul(
             single(np.hstack([theta_var, theta_mean**2])), shared[1],
             out=_buffer(workspace, "var_mu", n_rows, n_cols, PRODUCT_DTYPE))
-        rows = _buffer(workspace, "rows", numba.config.NUMBA_NUM_THREADS * 6, n_cols,
-                       np.float64)
         _private_entry_update(
             X, mean_mu, var_mu, geo_mu, pos_shape, neg_shape, alpha,
-            noise_update == "bessel-mean",
-            rows.reshape(numba.config.NUMBA_NUM_THREADS, 6, n_cols))
+            noise_update == "bessel-mean")
         expected_total = 0.0
     ratio = mean_mu
     row_part = ratio @ phi_geo_single.T
@@ -440,6 +438,29 @@ def _sweep_totals(source, alpha, theta_shape, theta_rate, phi_shape, phi_rate,
     row_totals = theta_geo * row_part * scale
     col_totals = phi_geo * col_part * scale if need_columns else None
     return row_totals, col_totals, scale
+
+
+def column_statistics(X, alpha, theta_shape, theta_rate, phi_shape, phi_rate,
+                      noise_update="marginal", count_scale=1.0):
+    """What rows X contribute to q(phi) at the given q(theta) and q(phi).
+
+    Returns the expected sub-count totals per component and column (K,
+    n_cols), added to the prior shape of phi, and the sum of E[theta] per
+    component (K,), added to its prior rate: the sufficient statistics of
+    the rows, which an online fit accumulates block by block. ``X`` as in
+    ``fit_cavi`` (the Bessel updates excepted); ``count_scale`` is the scale
+    of the expected true counts (``noise_update="marginal"``).
+    """
+    if sp.issparse(X):
+        col_totals = _sparse_sub_count_totals(
+            X, theta_shape, theta_rate, phi_shape, phi_rate, True)[1]
+    else:
+        if isinstance(X, np.ndarray):
+            X = InMemoryRowBlocks(X)
+        col_totals = _sweep_totals(
+            X, alpha, theta_shape, theta_rate, phi_shape, phi_rate, None, None, True,
+            noise_update, count_scale, None)[1]
+    return col_totals, (theta_shape / theta_rate).sum(axis=0)
 
 
 def _sparse_sub_count_totals(X, theta_shape, theta_rate, phi_shape, phi_rate,

@@ -29,7 +29,13 @@ from ..utils._validation import (
 )
 from . import _blocks
 from ._blocks import InMemoryRowBlocks, compact_counts
-from ._cavi import block_row_sums, block_sum, fit_cavi, log_likelihood_sum
+from ._cavi import (
+    block_row_sums,
+    block_sum,
+    column_statistics,
+    fit_cavi,
+    log_likelihood_sum,
+)
 from ._dask import DaskRowBlocks, is_dask_array
 from ._evaluation import reconstruction_error
 
@@ -256,9 +262,13 @@ class PrivatePoissonMF(
         ``beta_loss="kullback-leibler"`` (with the row factors at the end of
         the fit). With noise it is measured from the noisy counts clipped at
         zero: a fit to the released data, not to the clean counts (see
-        :func:`~skprivfact.poisson_mf.heldout_loglik` for that).
+        :func:`~skprivfact.poisson_mf.heldout_loglik` for that). After
+        :meth:`partial_fit`, that of the last block of rows.
     n_iter_ : int
         Number of sweeps run (MCMC: burn-in plus kept, per chain).
+    n_steps_ : int
+        CAVI: number of blocks of rows the components were fitted to, 1
+        after :meth:`fit` and one more for each :meth:`partial_fit`.
     objective_trace_ : ndarray of shape (n_evaluations, 2)
         Iteration and mean log-likelihood per training entry at the posterior
         means (of the noisy data when private). For MCMC, the trace of the
@@ -298,7 +308,20 @@ class PrivatePoissonMF(
 
     Clean counts (``epsilon=None``) may be sparse; the work is then
     proportional to the non-zeros. Noisy counts are dense by nature (every
-    entry carries noise). The CAVI sweep costs six D x K x V matrix products,
+    entry carries noise): they are kept in the smallest integer type that
+    holds them exactly (int16 for nearly all privatized counts, int32 or
+    float64 beyond; int16 input is used as given, without a copy) and CAVI
+    sweeps over blocks of rows, so that a fit needs, beyond its input, the
+    memory of the factors, O((n_samples + n_features) x n_components), and
+    of one block. A ``numpy.memmap`` is read block by block in every sweep.
+    A Dask array chunked by rows is fitted on the current
+    ``dask.distributed`` client (private CAVI, ``noise_update="marginal"``;
+    ``pip install skprivfact[dask]``): each chunk is kept, compacted, on a
+    worker, each sweep runs one task per chunk and the driver sums the
+    chunks' column statistics in chunk order, so that the result equals
+    the in-memory fit's (bit for bit when the chunks are the in-memory
+    blocks of rows, to rounding otherwise). :meth:`partial_fit` folds in
+    blocks of rows one at a time. The CAVI sweep costs six D x K x V matrix products,
     run in single precision on one BLAS thread (their rounding, about 1e-7
     relative, is far below the approximation's error; a fit agrees with an
     all-double one to about 1e-6), plus one fused pass over the entries in
@@ -671,6 +694,8 @@ class PrivatePoissonMF(
             # problem with q(phi) fixed has more than one fixed point, so
             # fit_transform(X) and transform(X) would otherwise disagree
             row_factors = self._infer_rows(X)
+        if self.solver == "cavi":
+            self._start_online_statistics(X)
         if isinstance(X, DaskRowBlocks):
             X.release()
         return None if row_factors is None else row_factors.astype(dtype, copy=False)
@@ -681,9 +706,11 @@ class PrivatePoissonMF(
 
         Parameters
         ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        X : {array-like, sparse matrix, dask array} of shape (n_samples, n_features)
             Integer counts: non-negative with ``epsilon=None`` or
-            ``privatize=True``, privatized (possibly negative) otherwise.
+            ``privatize=True``, privatized (possibly negative) otherwise. A
+            Dask array of privatized counts is fitted on the current
+            ``dask.distributed`` client (see Notes).
         y : Ignored
             Not used, present for API consistency by convention.
         **fit_params : dict
@@ -722,9 +749,10 @@ class PrivatePoissonMF(
         check_no_fit_params(self, fit_params, _SAMPLE_WEIGHT_REASON)
         return self._fit(X)
 
-    def _infer_rows(self, X, fit_scale=False):
+    def _infer_rows(self, X, fit_scale=False, return_result=False):
         """E[theta] for prepared rows X with q(phi) held fixed (CAVI); with
-        ``fit_scale``, also the count scale fitted on X."""
+        ``fit_scale``, also the count scale fitted on X; with
+        ``return_result``, the solver's result instead."""
         alpha = self.alpha_
         n_rows = X.shape[0]
         K = self.n_components
@@ -749,8 +777,99 @@ class PrivatePoissonMF(
             noise_update=self.noise_update,
             count_scale=None if fit_scale else self.count_scale_, verbose=0,
         )
+        if return_result:
+            return result
         row_factors = result["theta_shape"] / result["theta_rate"]
         return (row_factors, result["count_scale"]) if fit_scale else row_factors
+
+    def _start_online_statistics(self, X):
+        """The statistics that partial_fit accumulates, from a fit to X:
+        phi's posterior minus its prior, and the noisy and expected totals
+        behind the count scale."""
+        self._component_statistics = (
+            self.component_shape_ - self.component_prior_shape_[:, None],
+            self.component_rate_[:, 0] - self.component_prior_rate_,
+        )
+        noisy_total = 0.0
+        if self.alpha_ is not None:
+            noisy_total = float(sum(_row_blocks(X).map(block_sum, (), False)))
+        self._scale_totals = (noisy_total, noisy_total / self.count_scale_)
+        self.n_steps_ = 1
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def partial_fit(self, X, y=None, **fit_params):
+        """Update the model with a block of rows, without keeping them.
+
+        The first call (or :meth:`fit`) fits its rows as :meth:`fit` does.
+        Each later call infers the new rows' factors with q(phi) held fixed,
+        as :meth:`transform` does (with the count scale fitted on the
+        block), and adds what the rows tell about the components, their
+        expected sub-count totals per component and column and the sums of
+        their factors, to those of the rows seen before: q(phi) is then the
+        posterior given every row seen so far, each block's statistics taken
+        at the components of its time (online variational Bayes, in the
+        manner of :class:`~sklearn.decomposition.MiniBatchNMF`'s
+        ``partial_fit``). A stream of privatized rows is so folded in with
+        memory that does not grow with the number of rows. CAVI with
+        ``noise_update="marginal"`` (or without noise) only.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            A block of integer counts, as in :meth:`fit`.
+        y : Ignored
+            Not used, present for API consistency by convention.
+        **fit_params : dict
+            None accepted, as in :meth:`fit`.
+
+        Returns
+        -------
+        self : object
+            The updated estimator.
+        """
+        check_no_fit_params(self, fit_params, _SAMPLE_WEIGHT_REASON)
+        if self.solver != "cavi" or (
+                self.epsilon is not None and self.noise_update != "marginal"):
+            raise ValueError(
+                "partial_fit needs solver='cavi' and, with noise, "
+                f"noise_update='marginal'; got solver={self.solver!r}, "
+                f"noise_update={self.noise_update!r}."
+            )
+        if not hasattr(self, "_component_statistics"):
+            self._fit(X, return_factors=False)
+            return self
+        X, _ = self._check_input(X, reset=False, rng=self._noise_rng)
+        result = self._infer_rows(X, fit_scale=True, return_result=True)
+        block_scale = result["count_scale"]
+        col_totals, exposure = column_statistics(
+            X, self.alpha_, result["theta_shape"], result["theta_rate"],
+            self.component_shape_, self.component_rate_, self.noise_update,
+            block_scale,
+        )
+        shape_stats, rate_stats = self._component_statistics
+        shape_stats = shape_stats + col_totals
+        rate_stats = rate_stats + exposure
+        self.component_shape_ = self.component_prior_shape_[:, None] + shape_stats
+        self.component_rate_ = np.repeat(
+            (self.component_prior_rate_ + rate_stats)[:, None], X.shape[1], axis=1)
+        dtype = self.components_.dtype
+        self.components_ = (self.component_shape_ / self.component_rate_).astype(
+            dtype, copy=False)
+        self._component_statistics = (shape_stats, rate_stats)
+        if self.alpha_ is not None:
+            block_noisy = float(sum(_row_blocks(X).map(block_sum, (), False)))
+            noisy_total, expected_total = self._scale_totals
+            noisy_total += block_noisy
+            expected_total += block_noisy / block_scale
+            self._scale_totals = (noisy_total, expected_total)
+            self.count_scale_ = noisy_total / expected_total
+        self.max_component_similarity_ = max_cosine_similarity(self.components_)
+        self.reconstruction_err_ = _reconstruction_error(
+            X, result["theta_shape"] / result["theta_rate"], self.components_)
+        self.n_steps_ += 1
+        if isinstance(X, DaskRowBlocks):
+            X.release()
+        return self
 
     def transform(self, X):
         """Posterior mean of the factors of new rows, components held fixed.
