@@ -101,6 +101,8 @@ def test_dask_fit_equals_in_memory_fit(noisy, monkeypatch):
     monkeypatch.setattr(_blocks, "BLOCK_ENTRIES", 100 * noisy.shape[1])
     reference = PrivatePoissonMF(4, **kwargs)
     reference_factors = reference.fit_transform(noisy)
+    with pytest.raises(ValueError, match="needs a dask.distributed Client"):
+        PrivatePoissonMF(4, **kwargs).fit(da.from_array(noisy, chunks=(100, 60)))
     with (
         LocalCluster(
             n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
