@@ -3,8 +3,9 @@
 Usage::
 
     python benchmarks/bench_poisson_mf_scale.py [--sizes 1e6 1e7 1e8]
-        [--streamed-1e9] [--modes memory streamed dask nmf] [--components 20]
-        [--sweeps 3] [--workdir /tmp/skprivfact_scale]
+        [--shapes 1000x10000 ...] [--streamed-1e9]
+        [--modes memory streamed dask nmf] [--components 20] [--sweeps 3]
+        [--estimator-fits] [--partial-fit] [--workdir /tmp/skprivfact_scale]
 
 Synthetic rank-K counts (gamma(0.3, 1) factors) privatized at epsilon/N = 1,
 generated a block of rows at a time into an int16 file on disk, for the
@@ -34,6 +35,13 @@ streamed 1e9 run the MAE of the fitted rates against the true ones on 10^5
 random entries is printed, with the MAE of a constant (the median rate) for
 scale. Run it with nothing else busy on the machine: at 1e9 entries it
 writes a 2 GB file and takes about ten minutes.
+
+``--estimator-fits`` measures whole ``PrivatePoissonMF.fit`` calls (10 naive
+and 10 private sweeps) on 8000 x 4000 rank-20 counts and on PBMC (K = 10),
+privatized at epsilon/N = 1 and given as int64 and as int16: peak memory
+beyond the loaded input, CPU per sweep. ``--partial-fit`` compares one pass
+of ``partial_fit`` over 10^7 entries with the batch fit on held-out rows
+(``heldout_loglik``).
 """
 
 import argparse
@@ -292,6 +300,96 @@ def child(config):
     print(json.dumps(out))
 
 
+def estimator_child(config):
+    """A whole PrivatePoissonMF.fit on a saved matrix: peak beyond the loaded
+    input and CPU per private and naive sweep (fit_cavi's calls timed)."""
+    from skprivfact.poisson_mf import PrivatePoissonMF, _estimator
+
+    X = np.load(config["path"])
+    K = config["K"]
+    kwargs = {
+        "epsilon": EPSILON,
+        "max_iter": config["sweeps"],
+        "tol": 0,
+        "evaluate_every": 5,
+        "random_state": 0,
+    }
+    PrivatePoissonMF(K, **{**kwargs, "max_iter": 6}).fit(
+        np.ascontiguousarray(X[:50, :40])
+    )
+    calls = []
+    original = _estimator.fit_cavi
+
+    def timed(*args, **kw):
+        cpu = time.process_time()
+        result = original(*args, **kw)
+        calls.append((args[1] is not None, result["n_iter"], time.process_time() - cpu))
+        return result
+
+    _estimator.fit_cavi = timed
+    reset_peak()
+    base = status("VmRSS")
+    PrivatePoissonMF(K, **kwargs).fit(X)
+    peak = status("VmHWM") - base
+    # the first private and the first naive call: the fit's sweeps (the
+    # count-scale pass over the rows comes after them)
+    private = next(c for c in calls if c[0])
+    naive = next(c for c in calls if not c[0])
+    print(
+        json.dumps(
+            {
+                "peak_bytes_per_entry": peak / X.size,
+                "private_cpu_per_sweep": private[2] / private[1],
+                "naive_cpu_per_sweep": naive[2] / naive[1],
+            }
+        )
+    )
+
+
+def estimator_fits(workdir, sweeps):
+    """Peak memory and CPU per sweep of PrivatePoissonMF.fit on 8000 x 4000
+    (rank 20, factor shape 0.1) and on PBMC (K = 10) privatized at
+    epsilon/N = 1, given as int64 and as int16."""
+    import scipy.sparse as sp
+
+    from skprivfact.datasets import get_data_home, make_poisson_factorization
+    from skprivfact.mechanisms import two_sided_geometric
+
+    problems = []
+    _, noisy, _, _ = make_poisson_factorization(
+        8000, 4000, 20, factor_shape=0.1, epsilon=EPSILON, random_state=0
+    )
+    problems.append(("8000 x 4000", 20, np.asarray(noisy, dtype=np.int64)))
+    pbmc = get_data_home() / "pbmc_facs" / "counts_csr.npz"
+    if pbmc.exists():
+        counts = sp.load_npz(pbmc).toarray().astype(np.int64)
+        counts += two_sided_geometric(
+            EPSILON, 1, size=counts.shape, random_state=0
+        ).astype(np.int64)
+        problems.append((f"PBMC {counts.shape[0]} x {counts.shape[1]}", 10, counts))
+    print(
+        "PrivatePoissonMF.fit (naive start and private CAVI, "
+        f"{sweeps} sweeps each), peak beyond the loaded input:"
+    )
+    for name, K, matrix in problems:
+        for dtype in (np.int64, np.int16):
+            path = workdir / f"fit_input_{dtype.__name__}.npy"
+            np.save(path, matrix.astype(dtype))
+            out = run({"estimator": True, "path": str(path), "K": K, "sweeps": sweeps})
+            if out is None:
+                print(f"  {name} {dtype.__name__}: failed")
+                continue
+            compact = " (2 of them the int16 copy)" if dtype is np.int64 else ""
+            print(
+                f"  {name}, K = {K}, {dtype.__name__} input: peak "
+                f"{out['peak_bytes_per_entry']:.2f} B/entry{compact}; CPU per "
+                f"private sweep {out['private_cpu_per_sweep']:.3f} s, per naive "
+                f"sweep {out['naive_cpu_per_sweep']:.3f} s",
+                flush=True,
+            )
+            path.unlink()
+
+
 def partial_fit_check(n_rows=10_000, n_cols=1000, n_components=10, block=1000):
     """Held-out clean log-likelihood after one pass of partial_fit over
     n_rows x n_cols entries in blocks of ``block`` rows, against the batch fit."""
@@ -331,7 +429,9 @@ def partial_fit_check(n_rows=10_000, n_cols=1000, n_components=10, block=1000):
 
 
 def run(config):
-    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    env = dict(
+        os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", NUMBA_NUM_THREADS="1"
+    )
     process = subprocess.run(
         [sys.executable, __file__, "--child", json.dumps(config)],
         capture_output=True,
@@ -362,6 +462,11 @@ def main():
     )
     parser.add_argument("--streamed-1e9", action="store_true")
     parser.add_argument(
+        "--estimator-fits",
+        action="store_true",
+        help="also measure PrivatePoissonMF.fit on 8000 x 4000 and PBMC",
+    )
+    parser.add_argument(
         "--partial-fit",
         action="store_true",
         help="also compare one pass of partial_fit over 1e7 entries with the batch fit",
@@ -379,7 +484,8 @@ def main():
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(json.loads(args.child))
+        config = json.loads(args.child)
+        (estimator_child if config.get("estimator") else child)(config)
         return
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -447,6 +553,8 @@ def main():
             f"{out['peak_bytes_per_entry']:12.2f}  {'; '.join(notes)}",
             flush=True,
         )
+    if args.estimator_fits:
+        estimator_fits(workdir, 10)
     if args.partial_fit:
         partial_fit_check()
 
