@@ -302,8 +302,13 @@ def _clipped_ratio(counts, rate):
             rate[d, v] = count / rate[d, v] if count > 0.0 else 0.0
 
 
-def _to_product_dtype(values):
-    return values.astype(PRODUCT_DTYPE, copy=False)
+def product_dtype(need_columns):
+    """The precision of a sweep's products: ``PRODUCT_DTYPE`` for the joint
+    sweeps, double for rows with q(phi) fixed (transform), whose single
+    precision products would round differently with the number of rows in
+    the product, so that a row's factors would depend, at 1e-7, on the rows
+    given with it."""
+    return PRODUCT_DTYPE if need_columns else np.float64
 
 
 def _buffer(workspace, name, n_rows, n_cols, dtype):
@@ -315,14 +320,18 @@ def _buffer(workspace, name, n_rows, n_cols, dtype):
     return buffer[:n_rows]
 
 
-def sweep_shared(alpha, noise_update, phi_mean, phi_var, phi_geo):
+def sweep_shared(alpha, noise_update, phi_mean, phi_var, phi_geo, need_columns=True):
     """What every row block of a sweep needs of q(phi), in the precision of
-    the block's products: (G[phi],) for the clean (clipped) sweep, (E[phi],
-    G[phi]) in ``PRODUCT_DTYPE`` for the marginal one, with the stacked
+    the block's products (``product_dtype``): (G[phi],) for the clean
+    (clipped) sweep, (E[phi], G[phi]) for the marginal one, with the stacked
     second moments for the Bessel updates."""
     if alpha is None:
         return (np.ascontiguousarray(phi_geo),)
-    single = _to_product_dtype
+    dtype = product_dtype(need_columns)
+
+    def single(values):
+        return values.astype(dtype, copy=False)
+
     if noise_update == "marginal":
         return single(phi_mean), single(phi_geo)
     # Var[sum_k theta phi] = Var_t @ (Var_p + E_p^2) + E_t^2 @ Var_p: one
@@ -357,13 +366,18 @@ def sweep_block(X, theta_mean, theta_var, theta_geo, pos_shape, neg_shape, alpha
         row_part = ratio @ phi_geo.T
         col_part = theta_geo.T @ ratio if need_columns else None
         return row_part, col_part, 0.0
-    single = _to_product_dtype
+    # the precision sweep_shared gave the shared moments
+    dtype = shared[0].dtype
+
+    def single(values):
+        return values.astype(dtype, copy=False)
+
     theta_geo_single = single(theta_geo)
     phi_geo_single = shared[-1]
     mean_mu = np.matmul(single(theta_mean), shared[0],
-                        out=_buffer(workspace, "mean_mu", n_rows, n_cols, PRODUCT_DTYPE))
+                        out=_buffer(workspace, "mean_mu", n_rows, n_cols, dtype))
     geo_mu = np.matmul(theta_geo_single, phi_geo_single,
-                       out=_buffer(workspace, "geo_mu", n_rows, n_cols, PRODUCT_DTYPE))
+                       out=_buffer(workspace, "geo_mu", n_rows, n_cols, dtype))
     if noise_update == "marginal":
         # E[y | y~] at the rate E[mu]; the rates G[mu] of the mean-field
         # update fall far below E[mu] where the factors' shapes are small
@@ -372,7 +386,7 @@ def sweep_block(X, theta_mean, theta_var, theta_geo, pos_shape, neg_shape, alpha
     else:
         var_mu = np.matmul(
             single(np.hstack([theta_var, theta_mean**2])), shared[1],
-            out=_buffer(workspace, "var_mu", n_rows, n_cols, PRODUCT_DTYPE))
+            out=_buffer(workspace, "var_mu", n_rows, n_cols, dtype))
         _private_entry_update(
             X, mean_mu, var_mu, geo_mu, pos_shape, neg_shape, alpha,
             noise_update == "bessel-mean")
@@ -413,7 +427,7 @@ def _sweep_totals(source, alpha, theta_shape, theta_rate, phi_shape, phi_rate,
     ``sweep_block`` and the sum of its column parts."""
     theta_mean, theta_var, theta_geo = gamma_moments(theta_shape, theta_rate)
     phi_mean, phi_var, phi_geo = gamma_moments(phi_shape, phi_rate)
-    shared = sweep_shared(alpha, noise_update, phi_mean, phi_var, phi_geo)
+    shared = sweep_shared(alpha, noise_update, phi_mean, phi_var, phi_geo, need_columns)
     bessel = alpha is not None and noise_update != "marginal"
     row_parts = []
     col_part = np.zeros(phi_shape.shape) if need_columns else None

@@ -507,7 +507,9 @@ class PrivatePoissonMF(
         if b == "auto" or d == "auto":
             # prior mean of a rate: K (a / b) (c / d) = the mean count
             n_entries = X.shape[0] * X.shape[1]
-            mean_count = float(X.sum()) / n_entries
+            total = (X.sum() if sp.issparse(X) or isinstance(X, np.ndarray)
+                     else sum(X.map(block_sum, (), False)))
+            mean_count = float(total) / n_entries
             alpha = self._noise_ratio()
             if alpha is not None:
                 noise_std = math.sqrt(2.0 * alpha) / (1.0 - alpha)
