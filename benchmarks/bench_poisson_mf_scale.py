@@ -379,7 +379,8 @@ def estimator_fits(workdir, sweeps):
             if out is None:
                 print(f"  {name} {dtype.__name__}: failed")
                 continue
-            compact = " (2 of them the int16 copy)" if dtype is np.int64 else ""
+            # this library compacts int64 input to int16 (2 bytes an entry)
+            compact = " (any copy of the input included)" if dtype is np.int64 else ""
             print(
                 f"  {name}, K = {K}, {dtype.__name__} input: peak "
                 f"{out['peak_bytes_per_entry']:.2f} B/entry{compact}; CPU per "
