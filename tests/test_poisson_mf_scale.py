@@ -183,3 +183,21 @@ def test_partial_fit_without_noise_accumulates_sparse_blocks():
     # the same data explained about as well as by the batch fit
     assert online.score(X) > batch.score(X) - 0.02 * abs(batch.score(X))
     assert online.n_steps_ == 3
+
+
+def test_partial_fit_after_a_sampler_refit_starts_afresh():
+    _, X_noisy, _, _ = make_poisson_factorization(
+        200, 30, 2, factor_shape=0.5, epsilon=EPSILON, random_state=1
+    )
+    model = PrivatePoissonMF(2, epsilon=EPSILON, max_iter=20, random_state=0)
+    model.partial_fit(X_noisy[:100]).partial_fit(X_noisy[100:])
+    assert model.n_steps_ == 2
+    model.set_params(solver="mcmc", n_burn_in=5, n_kept_samples=5).fit(X_noisy)
+    assert not hasattr(model, "n_steps_")
+    # back to CAVI: the first partial_fit is a fit of its block, not an update
+    # of the first CAVI fit's statistics with the sampler's components
+    model.set_params(solver="cavi").partial_fit(X_noisy[:100])
+    assert model.n_steps_ == 1
+    alone = PrivatePoissonMF(2, epsilon=EPSILON, max_iter=20, random_state=0)
+    np.testing.assert_array_equal(model.components_,
+                                  alone.partial_fit(X_noisy[:100]).components_)

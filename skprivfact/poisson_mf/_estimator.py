@@ -698,6 +698,11 @@ class PrivatePoissonMF(
             row_factors = self._infer_rows(X)
         if self.solver == "cavi":
             self._start_online_statistics(X)
+        else:
+            # partial_fit after this fit starts afresh, not from an earlier
+            # CAVI fit's statistics
+            for name in ("_component_statistics", "_scale_totals", "n_steps_"):
+                self.__dict__.pop(name, None)
         if isinstance(X, DaskRowBlocks):
             X.release()
         return None if row_factors is None else row_factors.astype(dtype, copy=False)
