@@ -73,8 +73,10 @@ class CentralPrivacyEstimator(BaseEstimator):
     def _releases_per_pass(sample_rate):
         return max(1, math.ceil(1.0 / sample_rate))
 
-    def _start_privacy(self, n_samples, batch_size, *, noise_multiplier=None, reserve=None):
-        """Plan the fit (``max_iter`` passes), start its engine, set attributes.
+    def _start_privacy(
+        self, n_samples, batch_size, *, noise_multiplier=None, reserve=None, n_passes=None
+    ):
+        """Plan the fit (``n_passes`` passes, ``max_iter`` when None), start its engine.
 
         Returns the engine. Raises before anything is read, and before any
         attribute changes, if the plan (or its first ``reserve`` releases)
@@ -84,7 +86,9 @@ class CentralPrivacyEstimator(BaseEstimator):
         the fit is interrupted.
         """
         sample_rate = self._sample_rate(batch_size, n_samples)
-        n_releases = self.max_iter * self._releases_per_pass(sample_rate)
+        if n_passes is None:
+            n_passes = self.max_iter
+        n_releases = n_passes * self._releases_per_pass(sample_rate)
         # Only batch_size=None is free of n: batch_size >= n would be full
         # batch for n records and subsampled for n + 1.
         n_free = batch_size is None and self._full_batch_is_n_free

@@ -110,8 +110,8 @@ def test_noise_free_linear_sep_is_the_exact_conjugate_posterior():
     assert reg.noise_variance_ == pytest.approx(NOISE_STD**2, rel=1e-12)
     assert reg.privacy_spent_ == (INF, reg.delta) and reg.noise_multiplier_ == 0.0
     # Every update is still a release, without noise: an infinite epsilon.
-    assert reg.n_releases_ == reg.accountant_.steps == reg.max_iter
-    assert reg.accountant_.history == [(0.0, 1.0, 1)] * reg.max_iter
+    assert reg.n_releases_ == reg.accountant_.steps == reg.n_iter_ == 40
+    assert reg.accountant_.history == [(0.0, 1.0, 1)] * reg.n_iter_
 
 
 def test_noise_free_linear_sep_learns_the_noise_variance():
@@ -1046,6 +1046,7 @@ def test_factor_noise_std_matches_simulation():
         ({"model": "mlp", "max_iter": 1}, 1.0, 400 // 32),
         ({"model": "mlp", "batch_size": 100, "max_iter": 8}, 0.5, 100),
         ({"model": "mlp", "batch_size": 64, "damping": 0.9, "max_iter": 1}, 0.9, 64),
+        ({"model": "mlp", "batch_size": 200}, 0.1, 200),
     ],
 )
 def test_auto_settings_under_noise_and_the_noise_they_set(
@@ -1056,15 +1057,17 @@ def test_auto_settings_under_noise_and_the_noise_they_set(
     reg = DPSEPRegressor(
         hidden_units=2, bounds_X=BOUNDS_X, bounds_y=BOUNDS_Y, random_state=0, **params
     ).fit(X, y)
-    # Under noise, "auto" damping is min(1, 4 / max_iter).
+    # Under noise, "auto" damping is min(1, 4 / max_iter), and max_iter="auto"
+    # is 40 passes whatever the number of rows.
     assert reg.damping_ == expected_damping
+    assert reg.n_iter_ == params.get("max_iter", 40)
     assert reg.sample_rate_ == expected_batch / 400
     # The plan they set: max_iter passes of ceil(400 / batch) releases, the
     # noise calibrated for all of them (replacing one row), each release of
     # sensitivity clip_norm (default 1); the factor's noise is then
     # noise_multiplier * damping * clip_norm / n.
     sample_rate = expected_batch / 400
-    n_releases = reg.max_iter * math.ceil(400 / expected_batch)
+    n_releases = reg.n_iter_ * math.ceil(400 / expected_batch)
     assert len(spy.calls) == reg.n_releases_ == n_releases
     assert reg.noise_multiplier_ == calibrate_noise_multiplier(
         1.0,
@@ -1124,6 +1127,50 @@ def test_auto_model_and_clip_norm_follow_epsilon():
     assert (kept.model_, kept.clip_norm_) == ("linear", 0.5)
 
 
+@pytest.mark.parametrize(
+    "n_samples, params, expected_passes",
+    [
+        (300, {}, 400),  # ceil(200_000 / 300) = 667, capped at 400
+        (1000, {}, 200),
+        (6000, {}, 40),  # ceil(200_000 / 6000) = 34, raised to 40
+        (300, {"model": "linear"}, 40),
+        (300, {"max_iter": 7}, 7),
+    ],
+)
+def test_auto_passes_without_noise_grow_on_small_data(n_samples, params, expected_passes):
+    X, y = make_linear(n_samples)
+    reg = DPSEPRegressor(epsilon=INF, hidden_units=1, random_state=0, **params).fit(X, y)
+    assert reg.n_iter_ == expected_passes
+    assert reg.n_releases_ == expected_passes * math.ceil(1.0 / reg.sample_rate_)
+
+
+def load_uci(name):
+    folder = UCI_DIR / name
+    if not (folder / "data.txt").exists():
+        pytest.skip("UCI data absent")
+    data = np.loadtxt(folder / "data.txt")
+    features = np.atleast_1d(np.loadtxt(folder / "index_features.txt", dtype=int))
+    target = int(np.loadtxt(folder / "index_target.txt", dtype=int))
+    return data[:, features], data[:, target]
+
+
+def test_more_passes_settle_the_network_on_small_real_data():
+    # UCI energy, 691 training rows: the factor moves by a row or two per
+    # update, and 40 passes stop it well short of where it settles;
+    # max_iter="auto" (290 passes) roughly halves the held-out RMSE.
+    X, y = load_uci("energy")
+    order = np.random.RandomState(1).permutation(y.size)
+    train, test = order[: round(0.9 * y.size)], order[round(0.9 * y.size) :]
+    auto = DPSEPRegressor(epsilon=INF, random_state=0)
+    short = clone(auto).set_params(max_iter=40)
+    errors = []
+    for reg in (auto, short):
+        reg.fit(X[train], y[train])
+        errors.append(np.sqrt(np.mean((reg.predict(X[test]) - y[test]) ** 2)))
+    assert auto.n_iter_ == math.ceil(200_000 / train.size)
+    assert errors[0] < 0.7 * errors[1]
+
+
 def test_defaults_without_noise_fit_raw_data_as_standardized_data():
     # A nonlinear target on raw units far from [-1, 1]: the defaults (no
     # bounds, the network, no clipping) standardize inside the estimator, so
@@ -1138,8 +1185,9 @@ def test_defaults_without_noise_fit_raw_data_as_standardized_data():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         warnings.simplefilter("ignore", ReproducibleNoiseWarning)  # conftest
-        raw = DPSEPRegressor(epsilon=INF, random_state=0).fit(X_raw, y_raw)
-    standardized = DPSEPRegressor(epsilon=INF, random_state=0).fit(X_std, y_std)
+        # 40 passes keep the test short (the pass count is tested above).
+        raw = DPSEPRegressor(epsilon=INF, max_iter=40, random_state=0).fit(X_raw, y_raw)
+    standardized = DPSEPRegressor(epsilon=INF, max_iter=40, random_state=0).fit(X_std, y_std)
     np.testing.assert_allclose(
         raw.predict(X_raw),
         y_raw.mean() + y_raw.std() * standardized.predict(X_std),
@@ -1185,13 +1233,7 @@ def test_tiny_budgets_fit_and_predict_inside_bounds_y(model, epsilon):
 
 @pytest.mark.parametrize("name", ["yacht", "concrete", "wine-quality-red"])
 def test_private_linear_no_worse_than_the_mean_with_min_max_bounds(name):
-    folder = UCI_DIR / name
-    if not (folder / "data.txt").exists():
-        pytest.skip("UCI data absent")
-    data = np.loadtxt(folder / "data.txt")
-    features = np.atleast_1d(np.loadtxt(folder / "index_features.txt", dtype=int))
-    X = data[:, features]
-    y = data[:, int(np.loadtxt(folder / "index_target.txt", dtype=int))]
+    X, y = load_uci(name)
     ratios = []
     for seed in range(5):
         order = np.random.RandomState(seed).permutation(y.size)
