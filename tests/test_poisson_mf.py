@@ -25,6 +25,7 @@ from skprivfact.poisson_mf._mcmc import (
     _split_over_components,
     _start_row,
     _uniform,
+    draw_prior_shape,
     split_rhat,
 )
 from skprivfact.poisson_mf._noisy_count import draw_true_count
@@ -110,6 +111,51 @@ def test_private_mcmc_beats_naive(synthetic):
     assert mae_private < 0.6 * mae_naive
     assert private.loglik_samples_.shape == (1, 100)
     assert np.all(np.isfinite(private.components_))
+
+
+@pytest.mark.parametrize("shape", [0.1, 0.7, 3.0])
+def test_drawn_prior_shape_concentrates_on_the_true_shape(shape):
+    # 3 columns of 5000 Gamma(shape, shape / mean_k) values, each column its
+    # own prior mean: the conditional of the shared shape is narrow around it
+    rng = np.random.default_rng(0)
+    prior_mean = np.array([0.05, 1.0, 20.0])
+    factors = rng.gamma(shape, prior_mean / shape, size=(5000, 3))
+    draws = [draw_prior_shape(factors, prior_mean, rng) for _ in range(20)]
+    assert np.all(np.abs(np.array(draws) / shape - 1) < 0.1)
+    # prior means ten times too large: the factors then look sparser
+    assert np.mean([draw_prior_shape(factors, 10 * prior_mean, rng) for _ in range(5)]) < shape
+
+
+@pytest.mark.parametrize("shape, rate", [(0.5, 2.0), (1.0, 3.0)])
+def test_sampled_prior_shapes_keep_the_total_under_heavy_noise(shape, rate):
+    # Counts drawn with prior shape 0.5 or 1, released at epsilon = 1: with the
+    # default starting shape 0.1 held fixed, the sampled true counts, and so
+    # the total rate, shrink; drawn, the shapes find the truth and the total
+    # stays.
+    X, X_noisy, _, _ = make_poisson_factorization(
+        400, 200, 4, factor_shape=shape, factor_rate=rate, epsilon=1.0, random_state=0
+    )
+    totals = {}
+    for sample in (False, True):
+        model = PrivatePoissonMF(
+            4, epsilon=1.0, solver="mcmc", n_burn_in=200, n_kept_samples=100,
+            sample_prior_shapes=sample, random_state=0,
+        )
+        totals[sample] = (model.fit_transform(X_noisy) @ model.components_).mean() / X.mean()
+        if sample:
+            fitted = [model.factor_prior_shape_, model.component_prior_shape_]
+            np.testing.assert_allclose(fitted, shape, rtol=0.15)
+            # the rates follow the shapes, the prior means stay
+            np.testing.assert_allclose(
+                model.factor_prior_shape_ / model.factor_prior_rate_,
+                PrivatePoissonMF(4, epsilon=1.0)._priors(X_noisy)[0][0]
+                / PrivatePoissonMF(4, epsilon=1.0)._priors(X_noisy)[0][1],
+                rtol=1e-12,
+            )
+        else:
+            np.testing.assert_array_equal(model.factor_prior_shape_, 0.1)
+    assert abs(totals[True] - 1) < 0.05
+    assert abs(totals[False] - 1) > 2 * abs(totals[True] - 1)
 
 
 def test_sparse_and_dense_clean_input_agree(synthetic):

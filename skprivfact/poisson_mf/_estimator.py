@@ -176,6 +176,15 @@ class PrivatePoissonMF(
         Whether to fit the prior shape and rate per component by empirical
         Bayes (Wang's EBPMF), alternating with the sweeps; the four prior
         parameters above are then only starting values. CAVI only.
+    sample_prior_shapes : bool, default=True
+        MCMC only: give the two prior shapes (``factor_prior_shape`` and
+        ``component_prior_shape``, then only starting values) a log-uniform
+        hyperprior on [0.02, 5] and draw each of them every sweep, the prior
+        means held fixed; the fitted ``factor_prior_shape_`` and
+        ``component_prior_shape_`` are their posterior means. Under heavy noise
+        the likelihood barely pins small rates, and a fixed sparse shape pulls
+        the sampled true counts, and so the total rate, towards zero; drawn,
+        the shapes follow the data. False keeps them fixed.
     max_iter : int, default=200
         Maximum number of CAVI sweeps (also used by :meth:`transform`).
     tol : float, default=1e-4
@@ -233,10 +242,13 @@ class PrivatePoissonMF(
     component_rate_ : ndarray of shape (n_components, n_features)
         Rate of the gamma q(phi).
     factor_prior_shape_ : ndarray of shape (n_components,)
-        Prior shape of theta per component (fitted with empirical Bayes).
+        Prior shape of theta per component (fitted with empirical Bayes; the
+        posterior mean of the drawn shape with ``sample_prior_shapes`` and
+        MCMC).
     factor_prior_rate_ : ndarray of shape (n_components,)
         Prior rate of theta per component (resolved from "auto", fitted with
-        empirical Bayes).
+        empirical Bayes; the shape over the prior mean when the shape is
+        drawn).
     component_prior_shape_ : ndarray of shape (n_components,)
         Prior shape of phi per component.
     component_prior_rate_ : ndarray of shape (n_components,)
@@ -365,6 +377,7 @@ class PrivatePoissonMF(
             StrOptions({"auto"}),
         ],
         "empirical_bayes": ["boolean"],
+        "sample_prior_shapes": ["boolean"],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="left")],
         "evaluate_every": [Interval(Integral, 1, None, closed="left")],
@@ -390,6 +403,7 @@ class PrivatePoissonMF(
         component_prior_shape=0.1,
         component_prior_rate="auto",
         empirical_bayes=False,
+        sample_prior_shapes=True,
         max_iter=200,
         tol=1e-4,
         evaluate_every=5,
@@ -411,6 +425,7 @@ class PrivatePoissonMF(
         self.component_prior_shape = component_prior_shape
         self.component_prior_rate = component_prior_rate
         self.empirical_bayes = empirical_bayes
+        self.sample_prior_shapes = sample_prior_shapes
         self.max_iter = max_iter
         self.tol = tol
         self.evaluate_every = evaluate_every
@@ -631,7 +646,7 @@ class PrivatePoissonMF(
                     theta_prior=theta_prior, phi_prior=phi_prior,
                     n_burn_in=self.n_burn_in, n_kept=self.n_kept_samples,
                     n_chains=self.n_chains, n_jobs=self.n_jobs, rng=rng,
-                    verbose=solver_verbose,
+                    verbose=solver_verbose, sample_shapes=self.sample_prior_shapes,
                 )
             if result["rhat"] > RHAT_WARNING_THRESHOLD:  # False for NaN
                 warnings.warn(
@@ -645,8 +660,8 @@ class PrivatePoissonMF(
             phi_var = np.maximum(phi_var, 1e-12 * phi_mean**2 + 1e-300)
             self.component_shape_ = phi_mean**2 / phi_var
             self.component_rate_ = phi_mean / phi_var
-            self.factor_prior_shape_, self.factor_prior_rate_ = theta_prior
-            self.component_prior_shape_, self.component_prior_rate_ = phi_prior
+            self.factor_prior_shape_, self.factor_prior_rate_ = result["theta_prior"]
+            self.component_prior_shape_, self.component_prior_rate_ = result["phi_prior"]
             self.n_iter_ = self.n_burn_in + self.n_kept_samples
             self.loglik_samples_ = result["loglik_samples"]
             self.rhat_ = result["rhat"]

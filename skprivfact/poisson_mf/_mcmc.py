@@ -33,6 +33,7 @@ import numpy as np
 import scipy.sparse as sp
 from joblib import Parallel, delayed
 from numba import njit, prange, uint64
+from scipy.special import gammaln
 
 from ._cavi import blas_single_threaded
 from ._noisy_count import draw_true_count
@@ -43,6 +44,9 @@ _GOLDEN_GAMMA = 0x9E3779B97F4A7C15
 # products of uniforms, one categorical draw per unit); larger ones, rare,
 # with numba's generators.
 _SMALL_COUNT = 16
+# Support of the log-uniform hyperprior of the prior shapes when they are
+# sampled: from very sparse factors (0.02) to nearly exponential ones (5).
+_SHAPE_GRID = np.exp(np.linspace(math.log(0.02), math.log(5.0), 96))
 
 
 @njit(cache=True)
@@ -262,15 +266,39 @@ def split_rhat(traces):
 _FACTOR_FLOOR = 1e-300
 
 
+def draw_prior_shape(factors, prior_mean, rng):
+    """Draw the shape ``a`` shared by the Gamma(a, a / prior_mean[k]) priors of
+    the columns of ``factors`` (n, K), given the factors, under a log-uniform
+    hyperprior on ``_SHAPE_GRID`` (an exact draw from the discretised
+    conditional). The prior means stay fixed: the shape sets how sparse the
+    factors are around them."""
+    n_values = factors.shape[0]
+    log_sum = np.log(factors).sum(axis=0)
+    factor_sum = factors.sum(axis=0)
+    shapes = _SHAPE_GRID[:, None]
+    rates = shapes / prior_mean[None, :]
+    log_density = (
+        n_values * (shapes * np.log(rates) - gammaln(shapes))
+        + (shapes - 1.0) * log_sum[None, :]
+        - rates * factor_sum[None, :]
+    ).sum(axis=1)
+    weights = np.exp(log_density - log_density.max())
+    return float(_SHAPE_GRID[rng.choice(_SHAPE_GRID.size, p=weights / weights.sum())])
+
+
 @blas_single_threaded
 def run_chain(X, alpha, n_components, theta_prior, phi_prior, n_burn_in, n_kept,
-              seed, verbose=0, chain_index=0):
-    """One Gibbs chain; returns posterior sums over the kept samples."""
+              seed, verbose=0, chain_index=0, sample_shapes=False):
+    """One Gibbs chain; returns posterior sums over the kept samples (and
+    the mean of the prior shapes drawn while kept, ``sample_shapes``)."""
     rng = np.random.default_rng(seed)
     kernel_seed = int(rng.integers(0, 2**63))
     n_rows, n_cols = X.shape
     theta_prior_shape, theta_prior_rate = theta_prior
     phi_prior_shape, phi_prior_rate = phi_prior
+    theta_prior_mean = theta_prior_shape / theta_prior_rate
+    phi_prior_mean = phi_prior_shape / phi_prior_rate
+    shape_sums = np.zeros(2)
     clean = alpha is None
     mean_count = max(float(X.sum() if clean else np.maximum(X, 0).sum()) / (n_rows * n_cols), 1e-3)
     scale = math.sqrt(mean_count / n_components)
@@ -310,7 +338,17 @@ def run_chain(X, alpha, n_components, theta_prior, phi_prior, n_burn_in, n_kept,
         theta = rng.gamma(theta_prior_shape + row_totals) / (
             theta_prior_rate + phi_t.sum(axis=0))
         np.maximum(theta, _FACTOR_FLOOR, out=theta)
+        if sample_shapes:
+            # Hierarchical shapes: under heavy noise a fixed sparse shape pulls
+            # the latent counts, and so the total rate, towards zero.
+            theta_shape = draw_prior_shape(theta, theta_prior_mean, rng)
+            phi_shape = draw_prior_shape(phi_t, phi_prior_mean, rng)
+            theta_prior_shape = np.full(n_components, theta_shape)
+            theta_prior_rate = theta_prior_shape / theta_prior_mean
+            phi_prior_shape = np.full(n_components, phi_shape)
+            phi_prior_rate = phi_prior_shape / phi_prior_mean
         if sweep >= n_burn_in:
+            shape_sums += (theta_prior_shape[0], phi_prior_shape[0])
             theta_sum += theta
             phi_sum += phi
             phi_sq_sum += phi**2
@@ -323,11 +361,12 @@ def run_chain(X, alpha, n_components, theta_prior, phi_prior, n_burn_in, n_kept,
                 f"complete-data log-likelihood per entry {loglik / (n_rows * n_cols):.6f}, "
                 f"{elapsed / (sweep + 1):.3f} s/iteration"
             )
-    return theta_sum / n_kept, phi_sum / n_kept, phi_sq_sum / n_kept, loglik_kept
+    return (theta_sum / n_kept, phi_sum / n_kept, phi_sq_sum / n_kept, loglik_kept,
+            shape_sums / n_kept)
 
 
 def fit_mcmc_chains(X, alpha, n_components, *, theta_prior, phi_prior, n_burn_in,
-                    n_kept, n_chains, n_jobs, rng, verbose=0):
+                    n_kept, n_chains, n_jobs, rng, verbose=0, sample_shapes=False):
     """Run ``n_chains`` Gibbs chains (in parallel with joblib) and pool them."""
     if alpha is None:
         X = sp.csr_matrix(X)
@@ -335,14 +374,22 @@ def fit_mcmc_chains(X, alpha, n_components, *, theta_prior, phi_prior, n_burn_in
     seeds = rng.randint(0, 2**31 - 1, size=n_chains)
     outputs = Parallel(n_jobs=n_jobs)(
         delayed(run_chain)(X, alpha, n_components, theta_prior, phi_prior,
-                           n_burn_in, n_kept, int(seed), verbose, index)
+                           n_burn_in, n_kept, int(seed), verbose, index, sample_shapes)
         for index, seed in enumerate(seeds)
     )
     theta_mean = np.mean([out[0] for out in outputs], axis=0)
     phi_mean = np.mean([out[1] for out in outputs], axis=0)
     phi_sq_mean = np.mean([out[2] for out in outputs], axis=0)
     loglik_samples = np.array([out[3] for out in outputs])
+    theta_shape, phi_shape = np.mean([out[4] for out in outputs], axis=0)
+    if sample_shapes:
+        theta_prior = (np.full(n_components, theta_shape),
+                       np.full(n_components, theta_shape) * theta_prior[1] / theta_prior[0])
+        phi_prior = (np.full(n_components, phi_shape),
+                     np.full(n_components, phi_shape) * phi_prior[1] / phi_prior[0])
     return {
+        "theta_prior": theta_prior,
+        "phi_prior": phi_prior,
         "theta_mean": theta_mean,
         "phi_mean": phi_mean,
         "phi_var": phi_sq_mean - phi_mean**2,
