@@ -453,7 +453,8 @@ class PrivatePoissonMF(
         if self.empirical_bayes and self.solver != "cavi":
             raise ValueError(
                 "empirical_bayes=True needs solver='cavi'; the Gibbs sampler "
-                f"keeps the fixed priors (got solver={self.solver!r})."
+                "draws its prior shapes instead (sample_prior_shapes) "
+                f"(got solver={self.solver!r})."
             )
 
     def _noise_ratio(self):
