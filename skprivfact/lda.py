@@ -544,7 +544,11 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
     topics score far worse, and noise, which makes the topics less distinct,
     leaves the charge in place. On such corpora a user who needs only word
     frequencies should fit the unigram (``benchmarks/bench_lda.py floor``
-    compares the two).
+    compares the two). A large ``doc_topic_prior`` (tens to hundreds) gives
+    every document nearly the same topic proportions: the model then tends
+    to a unigram built from the noisier totals of many releases, close to
+    the floor but not below it; on longer documents the default does
+    better. Choose it on validation documents.
 
     Without privacy, :meth:`fit` takes scikit-learn's consecutive
     mini-batches, so it agrees with ``LatentDirichletAllocation(

@@ -263,6 +263,72 @@ def test_heldout_entries_are_never_scored_by_factors_inferred_from_them():
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_heldout_loglik_without_clean_counts_scores_the_noisy_entries():
+    # X_clean=None: the noisy entries themselves, under the two-sided geometric
+    # noise convolved with the Poisson law (brute-force sum over the true count)
+    from scipy.stats import poisson
+    from sklearn.decomposition import NMF
+
+    from skprivfact.poisson_mf import heldout_loglik
+
+    n_features, alpha = 11, np.exp(-1.0)
+    noisy = np.random.default_rng(1).integers(-4, 6, size=(4, n_features))
+    spy = _ColumnSpy(n_features)
+    spy.alpha_ = alpha
+    true_counts = np.arange(200)
+    noise = (1 - alpha) / (1 + alpha) * alpha ** np.abs(noisy[..., None] - true_counts)
+    expected = np.log((poisson.pmf(true_counts, 1.0) * noise).sum(axis=-1)).mean()
+    assert heldout_loglik(spy, noisy, n_folds=3) == pytest.approx(expected, rel=1e-10)
+    assert len(spy.shown) == 3  # entries scored at factors inferred without them
+    spy.alpha_ = None  # fitted without noise: plain Poisson
+    counts = np.abs(noisy)
+    assert heldout_loglik(spy, counts) == pytest.approx(poisson.logpmf(counts, 1.0).mean())
+    nmf = NMF(2, init="random", max_iter=5, random_state=0).fit(counts)
+    with pytest.raises(ValueError, match="needs an estimator with a noise model"):
+        heldout_loglik(nmf, counts)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_heldout_loglik_of_whole_noisy_rows_is_the_score():
+    from skprivfact.poisson_mf import heldout_loglik
+
+    X, X_noisy, _, _ = make_poisson_factorization(60, 30, 3, epsilon=1.0, random_state=0)
+    model = PrivatePoissonMF(3, epsilon=1.0, random_state=0).fit(X_noisy)
+    assert heldout_loglik(model, X_noisy, held_out="rows") == pytest.approx(
+        model.score(X_noisy), rel=1e-12)
+    # held-out entries score below the rows' own entries, which fitted them
+    assert heldout_loglik(model, X_noisy) < model.score(X_noisy)
+    raw = PrivatePoissonMF(3, epsilon=1.0, privatize=True, random_state=0).fit(X)
+    with pytest.raises(ValueError, match="raw counts, which have no noise to score"):
+        heldout_loglik(raw, X)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_grid_search_on_noisy_heldout_entries_follows_the_data_shape():
+    # choosing the component prior on privatized data alone: the noisy
+    # held-out entries as GridSearchCV's score pick a denser prior for counts
+    # drawn with gamma shape 3 than for counts drawn with shape 0.1
+    from sklearn.model_selection import GridSearchCV
+
+    from skprivfact.poisson_mf import heldout_loglik
+
+    chosen = {}
+    for shape in (0.1, 3.0):
+        _, X_noisy, _, _ = make_poisson_factorization(
+            300, 60, 3, factor_shape=shape, factor_rate=shape, epsilon=2.0, random_state=0
+        )
+        search = GridSearchCV(
+            PrivatePoissonMF(3, epsilon=2.0, random_state=0),
+            {"component_prior_shape": [0.05, 0.3, 1.0, 3.0]},
+            scoring=lambda estimator, X, y=None: heldout_loglik(estimator, X),
+            cv=3,
+        ).fit(X_noisy)
+        chosen[shape] = search.best_params_["component_prior_shape"]
+    assert chosen[0.1] < chosen[3.0]
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_heldout_entries_do_not_reward_fitting_the_scored_counts():
     # without noise, a model that infers each row's factors from the scored
     # counts themselves looks better on whole rows than on unseen entries

@@ -1,10 +1,12 @@
-"""Held-out evaluation of count models against clean counts."""
+"""Held-out evaluation of count models, against clean counts or under the noise model."""
 
 import copy
 
 import numpy as np
 from scipy.special import gammaln
 from sklearn.utils import check_random_state
+
+from ._likelihood import noisy_loglik_sum
 
 __all__ = ["generalized_kl_divergence", "heldout_loglik", "poisson_loglik_per_entry"]
 
@@ -35,9 +37,9 @@ def poisson_loglik_per_entry(X_clean, rates):
     return float(total / X_clean.size)
 
 
-def heldout_loglik(estimator, X, X_clean, *, held_out="entries", n_folds=2,
+def heldout_loglik(estimator, X, X_clean=None, *, held_out="entries", n_folds=2,
                    random_state=0):
-    """Poisson log-likelihood per entry of clean held-out counts.
+    """Log-likelihood per entry of held-out counts: clean ones, or the noisy ones.
 
     The fitted ``estimator`` (any transformer with ``components_`` whose
     ``transform(X) @ components_`` are rates: :class:`PrivatePoissonMF`, or
@@ -47,6 +49,14 @@ def heldout_loglik(estimator, X, X_clean, *, held_out="entries", n_folds=2,
     and the score is that of the clean counts ``X_clean`` of the same rows.
     This measures what a model of privatized data is for, the true counts,
     with no noise model in the score.
+
+    Without ``X_clean`` the entries of ``X`` themselves are scored, under the
+    estimator's noise model: the Poisson law convolved with the two-sided
+    geometric noise of its ``alpha_`` (plain Poisson when it was fitted
+    without noise). That needs nothing but the privatized release, so it is
+    the score for choosing hyperparameters on validation rows of privatized
+    data (with the clean score only where clean counts exist, as in a
+    benchmark).
 
     With ``held_out="entries"`` (the default) no entry is scored by factors
     inferred from it: the columns are split at random into ``n_folds``
@@ -64,8 +74,11 @@ def heldout_loglik(estimator, X, X_clean, *, held_out="entries", n_folds=2,
         Has ``transform`` and ``components_``.
     X : {array-like, sparse matrix} of shape (n_samples, n_features)
         Held-out rows as the estimator takes them.
-    X_clean : {array-like, sparse matrix} of shape (n_samples, n_features)
-        The clean counts of the same rows.
+    X_clean : {array-like, sparse matrix} of shape (n_samples, n_features), \
+            default=None
+        The clean counts of the same rows; None scores ``X`` itself under the
+        noise model (``estimator`` then needs ``alpha_``, as
+        :class:`PrivatePoissonMF` has).
     held_out : {"entries", "rows"}, default="entries"
         What the factors of the scored entries are inferred without.
     n_folds : int, default=2
@@ -80,16 +93,37 @@ def heldout_loglik(estimator, X, X_clean, *, held_out="entries", n_folds=2,
     """
     if held_out not in ("entries", "rows"):
         raise ValueError(f"held_out must be 'entries' or 'rows', got {held_out!r}.")
+    if X_clean is None:
+        if not hasattr(estimator, "alpha_"):
+            raise ValueError(
+                "Scoring X under the noise model (X_clean=None) needs an estimator "
+                f"with a noise model (alpha_, as PrivatePoissonMF has); "
+                f"{type(estimator).__name__} has none: pass the clean counts."
+            )
+        if getattr(estimator, "privatize", False):
+            raise ValueError(
+                "With privatize=True the estimator takes raw counts, which have "
+                "no noise to score: pass them as X_clean too."
+            )
+        alpha = estimator.alpha_
+
+        def score(counts, factors, components):
+            return _noisy_loglik_per_entry(counts, factors, components, alpha)
+    else:
+        def score(counts, factors, components):
+            return poisson_loglik_per_entry(counts, factors @ components)
     if held_out == "rows":
-        rates = estimator.transform(X) @ estimator.components_
-        return poisson_loglik_per_entry(X_clean, rates)
+        return score(X if X_clean is None else X_clean, estimator.transform(X),
+                     np.asarray(estimator.components_))
     n_features = X.shape[1]
     if not 2 <= n_folds <= n_features:
         raise ValueError(
             f"n_folds must be between 2 and the number of columns ({n_features}), "
             f"got {n_folds}."
         )
-    X_clean = X_clean.toarray() if hasattr(X_clean, "toarray") else np.asarray(X_clean)
+    scored_counts = X if X_clean is None else X_clean
+    scored_counts = (scored_counts.toarray() if hasattr(scored_counts, "toarray")
+                     else np.asarray(scored_counts))
     order = check_random_state(random_state).permutation(n_features)
     total = 0.0
     for scored in np.array_split(order, n_folds):
@@ -97,9 +131,22 @@ def heldout_loglik(estimator, X, X_clean, *, held_out="entries", n_folds=2,
         observed = np.setdiff1d(order, scored)
         factors = _restricted_to_columns(estimator, observed).transform(
             _columns(X, observed))
-        rates = factors @ np.asarray(estimator.components_)[:, scored]
-        total += poisson_loglik_per_entry(X_clean[:, scored], rates) * scored.size
+        total += score(scored_counts[:, scored], factors,
+                       np.asarray(estimator.components_)[:, scored]) * scored.size
     return float(total / n_features)
+
+
+def _noisy_loglik_per_entry(counts, factors, components, alpha):
+    """Mean log-likelihood per entry of counts at the rates ``factors @
+    components``, under the two-sided geometric noise of ratio ``alpha``
+    (None: Poisson)."""
+    counts = np.asarray(counts, dtype=np.float64)
+    factors = np.asarray(factors, dtype=np.float64)
+    components = np.asarray(components, dtype=np.float64)
+    if alpha is None:
+        return poisson_loglik_per_entry(counts, factors @ components)
+    total = noisy_loglik_sum(np.ascontiguousarray(counts), factors, components, alpha)
+    return float(total / counts.size)
 
 
 def _columns(X, columns):
