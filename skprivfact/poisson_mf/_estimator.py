@@ -212,7 +212,9 @@ class PrivatePoissonMF(
         MCMC samples kept after burn-in (one per sweep) and averaged.
     n_chains : int, default=1
         Independent MCMC chains, run in parallel with joblib; with two or
-        more, ``rhat_`` diagnoses convergence.
+        more, ``rhat_`` diagnoses convergence. Each chain orders its
+        components its own way: they are matched to the first chain's (by
+        cosine similarity) before the chains are pooled.
     n_jobs : int, default=None
         Number of joblib workers for the chains; None means 1 unless in a
         :obj:`joblib.parallel_backend` context, -1 means all processors.

@@ -33,6 +33,7 @@ import numpy as np
 import scipy.sparse as sp
 from joblib import Parallel, delayed
 from numba import njit, prange, uint64
+from scipy.optimize import linear_sum_assignment
 from scipy.special import gammaln
 
 from ._cavi import blas_single_threaded
@@ -365,6 +366,18 @@ def run_chain(X, alpha, n_components, theta_prior, phi_prior, n_burn_in, n_kept,
             shape_sums / n_kept)
 
 
+def match_components(reference, components):
+    """The order of the rows of ``components`` that best matches the rows of
+    ``reference``: the permutation maximising the summed cosine similarity of
+    matched pairs (Hungarian algorithm)."""
+    def unit(rows):
+        return rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-300)
+
+    similarity = unit(reference) @ unit(components).T
+    _, order = linear_sum_assignment(similarity, maximize=True)
+    return order
+
+
 def fit_mcmc_chains(X, alpha, n_components, *, theta_prior, phi_prior, n_burn_in,
                     n_kept, n_chains, n_jobs, rng, verbose=0, sample_shapes=False):
     """Run ``n_chains`` Gibbs chains (in parallel with joblib) and pool them."""
@@ -377,9 +390,13 @@ def fit_mcmc_chains(X, alpha, n_components, *, theta_prior, phi_prior, n_burn_in
                            n_burn_in, n_kept, int(seed), verbose, index, sample_shapes)
         for index, seed in enumerate(seeds)
     )
-    theta_mean = np.mean([out[0] for out in outputs], axis=0)
-    phi_mean = np.mean([out[1] for out in outputs], axis=0)
-    phi_sq_mean = np.mean([out[2] for out in outputs], axis=0)
+    # Each chain labels its components in its own order: put every chain's in
+    # the order of the first chain's before pooling them.
+    orders = [np.arange(n_components)] + [
+        match_components(outputs[0][1], out[1]) for out in outputs[1:]]
+    theta_mean = np.mean([out[0][:, order] for out, order in zip(outputs, orders)], axis=0)
+    phi_mean = np.mean([out[1][order] for out, order in zip(outputs, orders)], axis=0)
+    phi_sq_mean = np.mean([out[2][order] for out, order in zip(outputs, orders)], axis=0)
     loglik_samples = np.array([out[3] for out in outputs])
     theta_shape, phi_shape = np.mean([out[4] for out in outputs], axis=0)
     if sample_shapes:
