@@ -138,15 +138,11 @@ def _unit_sum(rows):
 def _match(reference, components):
     """Permutation of ``components``' rows that best matches ``reference``'s,
     and the cosine similarity of each matched pair."""
-    from scipy.optimize import linear_sum_assignment
+    from .poisson_mf._evaluation import _unit_rows, match_components
 
-    def unit(rows):
-        return rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-300)
-
-    similarity = unit(reference) @ unit(components).T
-    ref_idx, comp_idx = linear_sum_assignment(-similarity)
-    order = comp_idx[np.argsort(ref_idx)]
-    return order, similarity[np.sort(ref_idx), order]
+    order = match_components(reference, components)
+    cosine = np.sum(_unit_rows(reference) * _unit_rows(components[order]), axis=1)
+    return order, cosine
 
 
 def _feature_columns(reference, vocabulary, words_per_component=6):

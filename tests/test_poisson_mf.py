@@ -19,6 +19,7 @@ from skprivfact.datasets import make_poisson_factorization
 from skprivfact.poisson_mf import PrivatePoissonMF
 from skprivfact.poisson_mf import _cavi as cavi
 from skprivfact.poisson_mf._cavi import fit_gamma_prior
+from skprivfact.poisson_mf._evaluation import match_components
 from skprivfact.poisson_mf._mcmc import (
     _binomial,
     _row_seed,
@@ -26,7 +27,6 @@ from skprivfact.poisson_mf._mcmc import (
     _start_row,
     _uniform,
     draw_prior_shape,
-    match_components,
     split_rhat,
 )
 from skprivfact.poisson_mf._noisy_count import draw_true_count

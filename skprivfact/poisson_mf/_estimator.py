@@ -37,7 +37,7 @@ from ._cavi import (
     log_likelihood_sum,
 )
 from ._dask import DaskRowBlocks, is_dask_array
-from ._evaluation import reconstruction_error
+from ._evaluation import _unit_rows, reconstruction_error
 
 __all__ = ["PrivatePoissonMF"]
 
@@ -99,8 +99,7 @@ def max_cosine_similarity(components):
     """Largest cosine similarity between two rows of ``components`` (0 for one row)."""
     if components.shape[0] < 2:
         return 0.0
-    norms = np.linalg.norm(components, axis=1)
-    unit = components / np.maximum(norms, 1e-300)[:, None]
+    unit = _unit_rows(components)
     similarity = unit @ unit.T
     np.fill_diagonal(similarity, -np.inf)
     return float(similarity.max())

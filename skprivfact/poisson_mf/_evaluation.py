@@ -3,6 +3,7 @@
 import copy
 
 import numpy as np
+from scipy.optimize import linear_sum_assignment
 from scipy.special import gammaln
 from sklearn.utils import check_random_state
 
@@ -147,6 +148,20 @@ def _noisy_loglik_per_entry(counts, factors, components, alpha):
         return poisson_loglik_per_entry(counts, factors @ components)
     total = noisy_loglik_sum(np.ascontiguousarray(counts), factors, components, alpha)
     return float(total / counts.size)
+
+
+def match_components(reference, components):
+    """The order of the rows of ``components`` that best matches the rows of
+    ``reference``: the permutation maximising the summed cosine similarity of
+    matched pairs (Hungarian algorithm). ``components[order]`` is aligned with
+    ``reference`` row by row."""
+    similarity = _unit_rows(reference) @ _unit_rows(components).T
+    _, order = linear_sum_assignment(similarity, maximize=True)
+    return order
+
+
+def _unit_rows(rows):
+    return rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-300)
 
 
 def _columns(X, columns):

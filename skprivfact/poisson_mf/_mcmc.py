@@ -33,10 +33,10 @@ import numpy as np
 import scipy.sparse as sp
 from joblib import Parallel, delayed
 from numba import njit, prange, uint64
-from scipy.optimize import linear_sum_assignment
 from scipy.special import gammaln
 
 from ._cavi import blas_single_threaded
+from ._evaluation import match_components
 from ._noisy_count import draw_true_count
 from ._parallel import parallel_kernel
 
@@ -364,18 +364,6 @@ def run_chain(X, alpha, n_components, theta_prior, phi_prior, n_burn_in, n_kept,
             )
     return (theta_sum / n_kept, phi_sum / n_kept, phi_sq_sum / n_kept, loglik_kept,
             shape_sums / n_kept)
-
-
-def match_components(reference, components):
-    """The order of the rows of ``components`` that best matches the rows of
-    ``reference``: the permutation maximising the summed cosine similarity of
-    matched pairs (Hungarian algorithm)."""
-    def unit(rows):
-        return rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-300)
-
-    similarity = unit(reference) @ unit(components).T
-    _, order = linear_sum_assignment(similarity, maximize=True)
-    return order
 
 
 def fit_mcmc_chains(X, alpha, n_components, *, theta_prior, phi_prior, n_burn_in,
