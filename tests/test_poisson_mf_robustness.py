@@ -298,6 +298,11 @@ def test_heldout_loglik_of_whole_noisy_rows_is_the_score():
         model.score(X_noisy), rel=1e-12)
     # held-out entries score below the rows' own entries, which fitted them
     assert heldout_loglik(model, X_noisy) < model.score(X_noisy)
+    # clean counts given as a sparse matrix score as the dense ones
+    clean_fit = PrivatePoissonMF(3, random_state=0).fit(X)
+    for held_out in ("rows", "entries"):
+        assert heldout_loglik(clean_fit, X, sp.csr_matrix(X), held_out=held_out) == (
+            heldout_loglik(clean_fit, X, X, held_out=held_out))
     raw = PrivatePoissonMF(3, epsilon=1.0, privatize=True, random_state=0).fit(X)
     with pytest.raises(ValueError, match="raw counts, which have no noise to score"):
         heldout_loglik(raw, X)

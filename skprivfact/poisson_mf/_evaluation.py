@@ -106,25 +106,21 @@ def heldout_loglik(estimator, X, X_clean=None, *, held_out="entries", n_folds=2,
                 "With privatize=True the estimator takes raw counts, which have "
                 "no noise to score: pass them as X_clean too."
             )
-        alpha = estimator.alpha_
-
-        def score(counts, factors, components):
-            return _noisy_loglik_per_entry(counts, factors, components, alpha)
+        # the noise law of the fit; None (a noise-free fit): Poisson
+        alpha, scored_counts = estimator.alpha_, X
     else:
-        def score(counts, factors, components):
-            return poisson_loglik_per_entry(counts, factors @ components)
+        alpha, scored_counts = None, X_clean
+    scored_counts = (scored_counts.toarray() if hasattr(scored_counts, "toarray")
+                     else np.asarray(scored_counts))
     if held_out == "rows":
-        return score(X if X_clean is None else X_clean, estimator.transform(X),
-                     np.asarray(estimator.components_))
+        return _noisy_loglik_per_entry(scored_counts, estimator.transform(X),
+                                       estimator.components_, alpha)
     n_features = X.shape[1]
     if not 2 <= n_folds <= n_features:
         raise ValueError(
             f"n_folds must be between 2 and the number of columns ({n_features}), "
             f"got {n_folds}."
         )
-    scored_counts = X if X_clean is None else X_clean
-    scored_counts = (scored_counts.toarray() if hasattr(scored_counts, "toarray")
-                     else np.asarray(scored_counts))
     order = check_random_state(random_state).permutation(n_features)
     total = 0.0
     for scored in np.array_split(order, n_folds):
@@ -132,8 +128,9 @@ def heldout_loglik(estimator, X, X_clean=None, *, held_out="entries", n_folds=2,
         observed = np.setdiff1d(order, scored)
         factors = _restricted_to_columns(estimator, observed).transform(
             _columns(X, observed))
-        total += score(scored_counts[:, scored], factors,
-                       np.asarray(estimator.components_)[:, scored]) * scored.size
+        total += _noisy_loglik_per_entry(
+            scored_counts[:, scored], factors,
+            np.asarray(estimator.components_)[:, scored], alpha) * scored.size
     return float(total / n_features)
 
 
