@@ -38,7 +38,8 @@ would do on the warning).
 Also printed: the fitted mean training rate over the clean data's mean count
 (private fits), and the largest cosine similarity between two components with
 the number of distinct top-8 word lists, for the private fits and for CAVI on
-the clean training counts.
+the clean training counts (per K, also the largest cosine of MCMC on the clean
+training counts for the ``--mcmc-seeds``: the sampler's own reference).
 """
 
 import argparse
@@ -177,14 +178,24 @@ def main():
         print(f"\n{name}: {train.shape[0]} training + {n_test} held-out rows x {X.shape[1]} "
               f"columns, mean count {train.mean():.4f}", flush=True)
         for n_components in args.components:
-            clean = {}
+            clean, clean_mcmc = {}, {}
             for seed in args.seeds:
                 model = PrivatePoissonMF(n_components, random_state=seed).fit(train)
                 clean[seed] = (heldout_loglik(model, test, test),
                                *component_summary(model.components_))
+                if seed in args.mcmc_seeds:
+                    # the sampler's own reference: without noise, same sweeps
+                    model = PrivatePoissonMF(n_components, solver="mcmc",
+                                             n_burn_in=args.n_burn_in,
+                                             n_kept_samples=args.n_kept,
+                                             random_state=seed).fit(train)
+                    clean_mcmc[seed] = component_summary(model.components_)[0]
             print(f" K = {n_components}; clean CAVI: held-out "
                   f"{np.mean([c[0] for c in clean.values()]):.4f}, largest cosine "
-                  + " ".join(f"{c[1]:.2f}" for c in clean.values()), flush=True)
+                  + " ".join(f"{c[1]:.2f}" for c in clean.values())
+                  + ("; clean MCMC: largest cosine "
+                     + " ".join(f"{c:.2f}" for c in clean_mcmc.values()) if clean_mcmc else ""),
+                  flush=True)
             print(f"  {'eps/N':>5} {'seed':>4} {'CAVI':>8} {'MCMC':>8} {'naive':>8} "
                   f"{'NMF':>8} {'wordmean':>8} {'rank1':>8} | {'rate CAVI':>9} "
                   f"{'MCMC':>5} | {'cos CAVI':>8} {'MCMC':>5} {'clean':>5} | "
