@@ -33,8 +33,8 @@ Usage::
    are printed with the times.
 3. Real data (sotu and kos under get_data_home(), skipped when absent): held-out
    (10% of rows) clean log-likelihood per entry of private CAVI against the
-   naive model at epsilon/N in {1, 2, 5}, and empirical Bayes against fixed
-   priors without privacy.
+   naive model at epsilon/N in {1, 2, 5}, and empirical Bayes against the
+   default priors without privacy.
 """
 
 import argparse
@@ -279,11 +279,12 @@ def real_data(args):
                 sp.csr_matrix(test.astype(float)),
                 naive.transform(np.maximum(noisy_test, 0)), naive.components_) / test.size
             print(f"  {epsilon:9g} {private_ll:13.5f} {naive_ll:11.5f}", flush=True)
-        fixed = PrivatePoissonMF(n_components, random_state=0).fit(train).score(test)
+        default = PrivatePoissonMF(n_components, random_state=0).fit(train).score(test)
         eb = PrivatePoissonMF(n_components, empirical_bayes=True, random_state=0)
         eb = eb.fit(train).score(test)
-        print(f"  non-private held-out log-likelihood per entry: fixed priors {fixed:.5f}, "
-              f"empirical Bayes {eb:.5f}", flush=True)
+        print(f"  non-private held-out log-likelihood per entry: default priors (shapes "
+              f"chosen on validation rows) {default:.5f}, empirical Bayes {eb:.5f}",
+              flush=True)
 
 
 def main():

@@ -6,7 +6,7 @@ Usage::
     python benchmarks/bench_poisson_mf_real.py [--datasets sotu kos pbmc]
         [--epsilons 1 2 5] [--components 10 20] [--seeds 0 1 2]
         [--rows 2000] [--words 1000] [--mcmc-seeds 0] [--n-burn-in 300]
-        [--n-kept 100] [--tuned-shapes]
+        [--n-kept 100] [--compare-shapes 0.1 0.1]
 
 Each data set (../shared/data, skipped when absent) is cut to its ``--words``
 most frequent words (genes for PBMC) and ``--rows`` random non-empty rows; 10%
@@ -25,15 +25,11 @@ factors fitted to it):
 - rank 1: each held-out row's noisy total over the columns it shows (clipped
   at 0.5) spread over the words in proportion to their noisy training totals.
 
-With ``--tuned-shapes``, one more line per fit: private CAVI with its prior
-shapes chosen as a user without clean counts would choose them. The last 10%
-of the noisy training rows are held out; a CAVI fit on the rest for each
-(factor, component) shape pair of ``SHAPE_GRID`` is scored by
-``heldout_loglik`` of those rows' noisy entries under the noise model (no
-clean counts, no test rows), fits whose largest component similarity is above
-0.95 (the estimator's warning) are passed over, and the best pair is refitted
-on all the training rows (the next best when that refit is flagged, as a user
-would do on the warning).
+Every PrivatePoissonMF here (private, naive and clean CAVI) has its default
+"auto" prior shapes: CAVI chooses them on a validation split of its own
+training rows (the noisy ones for a private fit), never the test rows. With
+``--compare-shapes A C``, one more line per fit: private CAVI with the prior
+shapes (A, C) fixed, what the search is measured against.
 
 Also printed: the fitted mean training rate over the clean data's mean count
 (private fits), and the largest cosine similarity between two components with
@@ -113,33 +109,6 @@ class RankOne:
         return totals / max(self.components_.sum(), 1e-300)
 
 
-# (factor_prior_shape, component_prior_shape) pairs --tuned-shapes chooses from
-SHAPE_GRID = [(0.1, 0.1), (0.1, 0.3), (0.1, 1.0), (0.3, 1.0)]
-
-
-def tuned_cavi(noisy_train, n_components, epsilon, seed):
-    """Private CAVI with prior shapes chosen on validation rows of the noisy
-    training counts (see the module docstring); (model, chosen pair)."""
-    n_validation = noisy_train.shape[0] // 10
-    validation, rest = noisy_train[-n_validation:], noisy_train[:-n_validation]
-    scores = {}
-    for shapes in SHAPE_GRID:
-        model = PrivatePoissonMF(n_components, epsilon=epsilon, factor_prior_shape=shapes[0],
-                                 component_prior_shape=shapes[1], random_state=seed).fit(rest)
-        if model.max_component_similarity_ <= 0.95:
-            scores[shapes] = heldout_loglik(model, validation)
-    # the best first; a refit that the similarity warning flags is passed over
-    # too, as a user seeing the warning would (the sparsest pair last)
-    ranked = sorted(scores, key=scores.get, reverse=True)
-    for shapes in ranked + [SHAPE_GRID[0]]:
-        model = PrivatePoissonMF(n_components, epsilon=epsilon, factor_prior_shape=shapes[0],
-                                 component_prior_shape=shapes[1], random_state=seed)
-        model.fit(noisy_train)
-        if model.max_component_similarity_ <= 0.95:
-            break
-    return model, shapes
-
-
 def component_summary(components, n_top=8):
     """(largest cosine similarity between two components, number of distinct
     top-``n_top`` column sets)."""
@@ -161,7 +130,7 @@ def main():
     parser.add_argument("--words", type=int, default=1000)
     parser.add_argument("--n-burn-in", type=int, default=300)
     parser.add_argument("--n-kept", type=int, default=100)
-    parser.add_argument("--tuned-shapes", action="store_true")
+    parser.add_argument("--compare-shapes", nargs=2, type=float, default=None)
     args = parser.parse_args()
     warnings.simplefilter("ignore", ConvergenceWarning)
     warnings.simplefilter("ignore", UserWarning)
@@ -215,6 +184,8 @@ def main():
                     rate = {"CAVI": cavi.fit_transform(noisy_train) @ cavi.components_}
                     row["CAVI"] = heldout_loglik(cavi, noisy_test, test)
                     summary = {"CAVI": component_summary(cavi.components_)}
+                    chosen = (f"{cavi.factor_prior_shape_[0]:g}/"
+                              f"{cavi.component_prior_shape_[0]:g}")
                     if seed in args.mcmc_seeds:
                         mcmc = PrivatePoissonMF(n_components, epsilon=epsilon, solver="mcmc",
                                                 n_burn_in=args.n_burn_in,
@@ -242,18 +213,20 @@ def main():
                           f"{fmt['NMF']} {fmt['wordmean']} {fmt['rank1']} | "
                           f"{ratio['CAVI']:>9} {ratio.get('MCMC', '-'):>5} | "
                           f"{cos['CAVI']:>8} {cos.get('MCMC', '-'):>5} {clean[seed][1]:5.2f} | "
-                          f"{tops['CAVI']}/{tops.get('MCMC', '-')}/{clean[seed][2]}"
-                          f"  {time.perf_counter() - start:.0f}", flush=True)
-                    if args.tuned_shapes:
-                        start = time.perf_counter()
-                        tuned, shapes = tuned_cavi(noisy_train, n_components, epsilon, seed)
-                        tuned_rate = tuned.transform(noisy_train) @ tuned.components_
-                        tuned_cos, tuned_tops = component_summary(tuned.components_)
-                        print(f"  {'':5} {'':4} {heldout_loglik(tuned, noisy_test, test):8.4f} "
-                              f"tuned CAVI, shapes {shapes[0]:g}/{shapes[1]:g} | rate "
-                              f"{tuned_rate.mean() / train.mean():.3f} | cos {tuned_cos:.2f} | "
-                              f"top8 {tuned_tops}  {time.perf_counter() - start:.0f}",
-                              flush=True)
+                          f"{tops['CAVI']}/{tops.get('MCMC', '-')}/{clean[seed][2]} "
+                          f"shapes {chosen}  {time.perf_counter() - start:.0f}", flush=True)
+                    if args.compare_shapes:
+                        fixed = PrivatePoissonMF(n_components, epsilon=epsilon,
+                                                 factor_prior_shape=args.compare_shapes[0],
+                                                 component_prior_shape=args.compare_shapes[1],
+                                                 random_state=seed)
+                        fixed_rate = fixed.fit_transform(noisy_train) @ fixed.components_
+                        fixed_cos, fixed_tops = component_summary(fixed.components_)
+                        print(f"  {'':5} {'':4} {heldout_loglik(fixed, noisy_test, test):8.4f} "
+                              f"CAVI at shapes {args.compare_shapes[0]:g}/"
+                              f"{args.compare_shapes[1]:g} | rate "
+                              f"{fixed_rate.mean() / train.mean():.3f} | cos {fixed_cos:.2f} | "
+                              f"top8 {fixed_tops}", flush=True)
 
 
 if __name__ == "__main__":

@@ -136,7 +136,8 @@ def test_sampled_prior_shapes_keep_the_total_under_heavy_noise(shape, rate):
     X, X_noisy, _, _ = make_poisson_factorization(
         400, 200, 4, factor_shape=shape, factor_rate=rate, epsilon=1.0, random_state=0
     )
-    prior_shape, prior_rate = PrivatePoissonMF(4, epsilon=1.0)._priors(X_noisy)[0]
+    # the sampler's shapes start at 0.1 ("auto")
+    prior_shape, prior_rate = PrivatePoissonMF(4, epsilon=1.0)._priors(X_noisy, (0.1, 0.1))[0]
     totals = {}
     for sample in (False, True):
         model = PrivatePoissonMF(

@@ -210,8 +210,10 @@ def test_fitted_total_rate_matches_noisy_total_on_sparse_text():
         warnings.simplefilter("ignore", ConvergenceWarning)
         rates = model.fit_transform(noisy) @ model.components_
     assert 0.97 < rates.sum() / noisy.sum() < 1.03
+    # rows given to transform get the training rows' count scale: their
+    # total is that of the same rows in the fit
     new_rows = model.transform(noisy[:200]) @ model.components_
-    assert 0.9 < new_rows.sum() / noisy[:200].sum() < 1.1
+    assert 0.97 < new_rows.sum() / rates[:200].sum() < 1.03
     # the sampler has no count scale: its total rests on the likelihood and
     # on the prior's scale, set from the noisy mean
     mcmc = PrivatePoissonMF(10, epsilon=1.0, solver="mcmc", n_burn_in=150, n_kept_samples=50,
@@ -324,7 +326,7 @@ def test_grid_search_on_noisy_heldout_entries_follows_the_data_shape():
             300, 60, 3, factor_shape=shape, factor_rate=shape, epsilon=2.0, random_state=0
         )
         search = GridSearchCV(
-            PrivatePoissonMF(3, epsilon=2.0, random_state=0),
+            PrivatePoissonMF(3, epsilon=2.0, factor_prior_shape=0.1, random_state=0),
             {"component_prior_shape": [0.05, 0.3, 1.0, 3.0]},
             scoring=lambda estimator, X, y=None: heldout_loglik(estimator, X),
             cv=3,
@@ -364,3 +366,139 @@ def test_auto_prior_rates_put_the_prior_mean_rate_at_the_mean_count():
     model = PrivatePoissonMF(3, epsilon=1.0, max_iter=5, random_state=0).fit(negative)
     floor = np.sqrt(2 * alpha) / (1 - alpha) / np.sqrt(negative.size)
     np.testing.assert_allclose(3 * 0.01 / model.factor_prior_rate_**2, floor)
+
+
+def test_auto_prior_shapes_follow_the_data_shape():
+    # the default search on a validation split of the noisy rows picks a
+    # denser component prior for counts drawn with gamma shape 3 than for
+    # counts drawn with shape 0.1, and a pair no denser than the best scoring
+    chosen = {}
+    for shape in (0.1, 3.0):
+        _, X_noisy, _, _ = make_poisson_factorization(
+            300, 60, 3, factor_shape=shape, factor_rate=shape, epsilon=2.0, random_state=0
+        )
+        model = PrivatePoissonMF(3, epsilon=2.0, random_state=0).fit(X_noisy)
+        search = model.prior_shape_search_
+        np.testing.assert_array_equal(
+            search["shapes"], [[0.1, 0.1], [0.1, 0.3], [0.1, 1.0], [0.3, 1.0]])
+        picked = np.flatnonzero(
+            (search["shapes"][:, 0] == model.factor_prior_shape_[0])
+            & (search["shapes"][:, 1] == model.component_prior_shape_[0]))
+        assert picked.size == 1
+        # the candidates are in order of density; the pick is within one
+        # standard error of the best, never denser than it
+        assert picked[0] <= np.nanargmax(search["validation_score"])
+        assert search["validation_score"][picked[0]] <= np.nanmax(search["validation_score"])
+        chosen[shape] = model.component_prior_shape_[0]
+    assert chosen[0.1] < chosen[3.0]
+
+
+def test_auto_prior_shapes_search_the_one_release(monkeypatch):
+    # with privatize=True the search fits and scores the release fit made:
+    # one draw of noise, of the input's shape, for the whole fit
+    from skprivfact.poisson_mf import _estimator
+
+    draws = []
+
+    def recording(epsilon, sensitivity, size, random_state=None):
+        draws.append(size)
+        return two_sided_geometric(epsilon, sensitivity, size, random_state=random_state)
+
+    monkeypatch.setattr(_estimator, "two_sided_geometric", recording)
+    X, _, _, _ = make_poisson_factorization(250, 40, 3, factor_shape=1.0, random_state=0)
+    model = PrivatePoissonMF(3, epsilon=1.0, privatize=True, random_state=0).fit(X)
+    assert model.prior_shape_search_ is not None
+    assert draws == [X.shape]
+
+
+def test_auto_prior_shapes_pass_over_coinciding_components(monkeypatch):
+    from skprivfact.poisson_mf import _estimator
+
+    _, X_noisy, _, _ = make_poisson_factorization(
+        250, 40, 3, factor_shape=1.0, epsilon=1.0, random_state=0
+    )
+    # every validation fit flagged: the sparsest pair, and one warning, its own
+    monkeypatch.setattr(_estimator, "SIMILARITY_WARNING", -1.0)
+    with pytest.warns(UserWarning, match="cosine similarity") as record:
+        model = PrivatePoissonMF(3, epsilon=1.0, random_state=0).fit(X_noisy)
+    assert sum("cosine similarity" in str(w.message) for w in record) == 1
+    assert np.isnan(model.prior_shape_search_["validation_score"]).all()
+    assert (model.factor_prior_shape_[0], model.component_prior_shape_[0]) == (0.1, 0.1)
+    monkeypatch.undo()
+
+    # the best pair's fit to all the rows flagged: the next one is fitted and
+    # kept, and the passed-over fit leaves no warning
+    fit_solver = _estimator.PrivatePoissonMF._fit_solver
+    fitted = []
+
+    def flag_first_full_fit(self, X, shapes, rng, dtype):
+        row_factors = fit_solver(self, X, shapes, rng, dtype)
+        if X.shape[0] == X_noisy.shape[0]:
+            fitted.append(shapes)
+            if len(fitted) == 1:
+                self.max_component_similarity_ = 0.99
+        return row_factors
+
+    monkeypatch.setattr(_estimator.PrivatePoissonMF, "_fit_solver", flag_first_full_fit)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = PrivatePoissonMF(3, epsilon=1.0, random_state=0).fit(X_noisy)
+    assert len(fitted) == 2 and fitted[0] != fitted[1]
+    assert (model.factor_prior_shape_[0], model.component_prior_shape_[0]) == fitted[1]
+    assert model.max_component_similarity_ < 0.95
+
+    # every fit to all the rows flagged: the least similar one is fitted
+    # again from its random state and kept, with its warning alone
+    fitted.clear()
+
+    def flag_every_full_fit(self, X, shapes, rng, dtype):
+        row_factors = fit_solver(self, X, shapes, rng, dtype)
+        if X.shape[0] == X_noisy.shape[0]:
+            fitted.append((shapes, self.components_.copy()))
+            # the first pair's components the least similar
+            self.max_component_similarity_ = 0.97 if shapes == fitted[0][0] else 0.99
+        return row_factors
+
+    monkeypatch.setattr(_estimator.PrivatePoissonMF, "_fit_solver", flag_every_full_fit)
+    with pytest.warns(UserWarning, match="cosine similarity 0.9700") as record:
+        model = PrivatePoissonMF(3, epsilon=1.0, random_state=0).fit(X_noisy)
+    assert sum("cosine similarity" in str(w.message) for w in record) == 1
+    n_candidates = len(fitted) - 1
+    assert n_candidates >= 2
+    assert fitted[-1][0] == fitted[0][0]
+    np.testing.assert_array_equal(fitted[-1][1], fitted[0][1])
+    np.testing.assert_array_equal(model.components_, fitted[0][1])
+
+
+def test_auto_prior_shapes_grids_and_where_no_search_runs():
+    _, X_noisy, _, _ = make_poisson_factorization(
+        250, 40, 3, factor_shape=1.0, epsilon=1.0, random_state=0
+    )
+    kwargs = {"epsilon": 1.0, "max_iter": 20, "random_state": 0}
+    # one shape given: the other is searched alone
+    model = PrivatePoissonMF(3, factor_prior_shape=0.5, **kwargs).fit(X_noisy)
+    np.testing.assert_array_equal(model.prior_shape_search_["shapes"],
+                                  [[0.5, 0.1], [0.5, 0.3], [0.5, 1.0]])
+    assert model.factor_prior_shape_[0] == 0.5
+    model = PrivatePoissonMF(3, component_prior_shape=2.0, **kwargs).fit(X_noisy)
+    np.testing.assert_array_equal(model.prior_shape_search_["shapes"],
+                                  [[0.1, 2.0], [0.3, 2.0]])
+    assert model.component_prior_shape_[0] == 2.0
+    # no search: fewer than 200 rows, the sampler (its shapes are drawn,
+    # starting at 0.1), empirical Bayes, shapes given
+    for model, data in [
+        (PrivatePoissonMF(3, **kwargs), X_noisy[:199]),
+        (PrivatePoissonMF(3, solver="mcmc", n_burn_in=5, n_kept_samples=5, **kwargs),
+         X_noisy),
+        (PrivatePoissonMF(3, empirical_bayes=True, **kwargs), X_noisy),
+    ]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model.fit(data)
+        assert model.prior_shape_search_ is None
+    fixed = PrivatePoissonMF(3, factor_prior_shape=0.1, component_prior_shape=0.1, **kwargs)
+    small = PrivatePoissonMF(3, **kwargs)
+    np.testing.assert_array_equal(fixed.fit(X_noisy[:199]).components_,
+                                  small.fit(X_noisy[:199]).components_)
+    with pytest.raises(ValueError, match="factor_prior_shape"):
+        PrivatePoissonMF(3, factor_prior_shape="dense").fit(X_noisy)

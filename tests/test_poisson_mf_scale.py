@@ -80,16 +80,24 @@ def test_fit_allocates_no_dense_copy_of_the_matrix(monkeypatch):
     X_noisy = X_noisy.astype(np.int16)
     monkeypatch.setattr(_blocks, "BLOCK_ENTRIES", 2**14)
     model = PrivatePoissonMF(3, epsilon=EPSILON, max_iter=3, tol=0, random_state=0)
-    model.fit(X_noisy[:50])  # compile outside the measured fit
-    tracemalloc.start()
-    try:
-        model.fit(X_noisy)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    model.fit(X_noisy[:300])  # compile outside the measured fits (search included)
+    peaks = {}
+    for shapes in ("auto", 0.1):
+        model.set_params(factor_prior_shape=shapes, component_prior_shape=shapes)
+        tracemalloc.start()
+        try:
+            model.fit(X_noisy)
+            peaks[shapes] = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert (model.prior_shape_search_ is not None) == (shapes == "auto")
     # what remains is the factors' state, O((rows + columns) x K), and one
     # block's buffers: 0.8 bytes an entry here (measured)
-    assert peak < 1.0 * X_noisy.size
+    assert peaks[0.1] < 1.0 * X_noisy.size
+    # the search of "auto" shapes fits 90% of the rows gathered block by
+    # block and keeps the other 10% to score: 1.5 bytes an entry (measured);
+    # a copy of the rows would add 2
+    assert peaks["auto"] < 1.7 * X_noisy.size
 
 
 def test_dask_fit_equals_in_memory_fit(noisy, monkeypatch):
@@ -97,7 +105,10 @@ def test_dask_fit_equals_in_memory_fit(noisy, monkeypatch):
     da = pytest.importorskip("dask.array")
     from distributed import Client, LocalCluster
 
-    kwargs = {"epsilon": EPSILON, "max_iter": 15, "tol": 0, "random_state": 0}
+    # a Dask array skips the search of "auto" prior shapes (they start at
+    # 0.1): the in-memory reference is given those shapes
+    kwargs = {"epsilon": EPSILON, "max_iter": 15, "tol": 0, "random_state": 0,
+              "factor_prior_shape": 0.1, "component_prior_shape": 0.1}
     # in-memory blocks of 100 rows, the Dask chunks below
     monkeypatch.setattr(_blocks, "BLOCK_ENTRIES", 100 * noisy.shape[1])
     reference = PrivatePoissonMF(4, **kwargs)
@@ -112,6 +123,10 @@ def test_dask_fit_equals_in_memory_fit(noisy, monkeypatch):
     ):
         model = PrivatePoissonMF(4, **kwargs)
         factors = model.fit_transform(da.from_array(noisy, chunks=(100, 60)))
+        auto = PrivatePoissonMF(4, epsilon=EPSILON, max_iter=15, tol=0, random_state=0)
+        auto.fit(da.from_array(noisy, chunks=(100, 60)))
+        assert auto.prior_shape_search_ is None
+        np.testing.assert_array_equal(auto.components_, reference.components_)
         # same blocks, same order of the sums: bit for bit
         np.testing.assert_array_equal(model.components_, reference.components_)
         np.testing.assert_array_equal(factors, reference_factors)
@@ -149,9 +164,13 @@ def test_partial_fit_improves_block_by_block_and_ends_near_the_batch_fit():
         3300, 100, 4, factor_shape=0.5, epsilon=EPSILON, random_state=0
     )
     train, test = slice(0, 3000), slice(3000, None)
-    batch = PrivatePoissonMF(4, epsilon=EPSILON, random_state=0).fit(X_noisy[train])
+    # the online algorithm against the batch one at the same priors ("auto"
+    # shapes would be searched on the first block alone)
+    kwargs = {"epsilon": EPSILON, "factor_prior_shape": 0.1, "component_prior_shape": 0.1,
+              "random_state": 0}
+    batch = PrivatePoissonMF(4, **kwargs).fit(X_noisy[train])
     batch_score = heldout_loglik(batch, X_noisy[test], X[test])
-    online = PrivatePoissonMF(4, epsilon=EPSILON, random_state=0)
+    online = PrivatePoissonMF(4, **kwargs)
     scores = []
     for start in range(0, 3000, 300):
         online.partial_fit(X_noisy[start : start + 300])

@@ -24,8 +24,10 @@ class PrivatePoissonMFSuite(Transformer, Benchmark):
         return X_noisy if private else X
 
     def make_estimator(self, solver, private):
+        # the solvers' speed: prior shapes given, so no search of "auto" ones
         return PrivatePoissonMF(
             20, epsilon=1.0 if private else None, solver=solver, max_iter=20, tol=0.0,
+            factor_prior_shape=0.1, component_prior_shape=0.1,
             evaluate_every=10, n_burn_in=10, n_kept_samples=10, random_state=0,
         )
 

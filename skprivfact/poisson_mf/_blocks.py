@@ -106,3 +106,28 @@ class InMemoryRowBlocks:
             # asarray: a memmap's block as a plain array view (numba's type)
             block = np.asarray(self.X[start:stop])
             yield func(block, *rows, *shared, workspace=self.workspace)
+
+
+class RowSubsetBlocks(InMemoryRowBlocks):
+    """Row blocks of the rows ``rows`` (sorted indices) of an array, each
+    block gathered when it is used: a subset of the rows without a copy of
+    them. Indexing with a slice of the subset's rows gathers those rows."""
+
+    def __init__(self, X, rows, block_rows=None):
+        self.rows = np.asarray(rows)
+        super().__init__(_RowsView(X, self.rows), block_rows)
+
+    def __getitem__(self, key):
+        return self.X[key]
+
+
+class _RowsView:
+    """``X[rows]`` of shape (len(rows), n_cols), each slice gathered on use."""
+
+    def __init__(self, X, rows):
+        self.base, self.rows = X, rows
+        self.shape = (len(rows), X.shape[1])
+        self.dtype = X.dtype
+
+    def __getitem__(self, key):
+        return self.base[self.rows[key]]

@@ -13,6 +13,7 @@ from sklearn.base import (
     ClassNamePrefixFeaturesOutMixin,
     TransformerMixin,
     _fit_context,
+    clone,
 )
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
@@ -28,7 +29,7 @@ from ..utils._validation import (
     check_noisy_count_matrix,
 )
 from . import _blocks
-from ._blocks import InMemoryRowBlocks, compact_counts
+from ._blocks import InMemoryRowBlocks, RowSubsetBlocks, compact_counts
 from ._cavi import (
     block_row_sums,
     block_sum,
@@ -37,7 +38,7 @@ from ._cavi import (
     log_likelihood_sum,
 )
 from ._dask import DaskRowBlocks, is_dask_array
-from ._evaluation import _unit_rows, reconstruction_error
+from ._evaluation import _heldout_loglik_rows, _unit_rows, reconstruction_error
 
 __all__ = ["PrivatePoissonMF"]
 
@@ -71,6 +72,18 @@ MIN_EPSILON_PER_UNIT = 1e-6
 SIMILARITY_WARNING = 0.95
 # Floor of the mean count that sets the "auto" prior rates (all-zero input).
 _MIN_MEAN_COUNT = 1e-6
+
+# "auto" prior shapes: the (factor, component) pairs CAVI chooses from, the
+# sparsest first (the fallback), and the values of one shape searched when the
+# other is given. Sparse components keep sparse counts under heavy noise from
+# collapsing; denser ones predict dense counts better, and a validation split
+# of the rows tells which the data are.
+_SHAPE_PAIRS = ((0.1, 0.1), (0.1, 0.3), (0.1, 1.0), (0.3, 1.0))
+_FACTOR_SHAPES = (0.1, 0.3)
+_COMPONENT_SHAPES = (0.1, 0.3, 1.0)
+# The search holds out this share of the rows, and needs this many rows.
+_SHAPE_VALIDATION_SHARE = 0.1
+_SHAPE_SEARCH_MIN_ROWS = 200
 
 
 def _row_blocks(X):
@@ -156,8 +169,27 @@ class PrivatePoissonMF(
         for tracing a privacy-utility curve with ``GridSearchCV`` over
         ``epsilon`` on raw counts; :meth:`score` then returns the
         log-likelihood of the clean held-out counts. Requires ``epsilon``.
-    factor_prior_shape : float, default=0.1
-        Shape a of the gamma prior of the row factors theta.
+    factor_prior_shape : float or "auto", default="auto"
+        Shape a of the gamma prior of the row factors theta. With "auto" (for
+        either shape) CAVI chooses the shapes on a validation split of the
+        input's rows: 10% of them, drawn with ``random_state``, are held out,
+        the model is fitted to the rest with each candidate (factor,
+        component) pair, (0.1, 0.1), (0.1, 0.3), (0.1, 1) and (0.3, 1) when
+        both are "auto" (a in 0.1, 0.3 or c in 0.1, 0.3, 1 when the other is
+        given), and each fit is scored by :func:`heldout_loglik` of the
+        held-out rows' own entries (under the noise model when private: the
+        search reads nothing but the input). Fits whose components coincide
+        (largest similarity above 0.95) are passed over, and the sparsest pair
+        within one standard error (paired, over the held-out rows) of the best
+        score is fitted to all the rows; when that fit's components coincide,
+        the next best pair, then the sparsest, and when all coincide, the
+        least similar fit is kept. Small shapes (sparse components) keep
+        sparse counts under heavy noise from collapsing, larger ones predict
+        dense counts better. The search costs one fit per candidate; it is
+        skipped, and "auto" means 0.1, with fewer than 200 rows, for the
+        sampler (whose shapes start at 0.1 and are drawn with
+        ``sample_prior_shapes``), with ``empirical_bayes``, and for Dask and
+        memory-mapped input. ``prior_shape_search_`` reports it.
     factor_prior_rate : float or "auto", default="auto"
         Rate b of the gamma prior of the row factors theta. "auto" sets the
         prior's scale from the data: the prior mean of every rate,
@@ -166,8 +198,9 @@ class PrivatePoissonMF(
         standard error), with ``b = d`` when both are "auto". Under heavy
         noise the likelihood barely constrains the total rate, and a prior on
         another scale pulls the fitted total towards its own.
-    component_prior_shape : float, default=0.1
-        Shape c of the gamma prior of the components phi.
+    component_prior_shape : float or "auto", default="auto"
+        Shape c of the gamma prior of the components phi; "auto" as for
+        ``factor_prior_shape``.
     component_prior_rate : float or "auto", default="auto"
         Rate d of the gamma prior of the components phi; "auto" as for
         ``factor_prior_rate``.
@@ -254,6 +287,13 @@ class PrivatePoissonMF(
         Prior shape of phi per component.
     component_prior_rate_ : ndarray of shape (n_components,)
         Prior rate of phi per component.
+    prior_shape_search_ : dict or None
+        The search of "auto" prior shapes (None when none was run):
+        ``"shapes"``, ndarray of shape (n_candidates, 2), the (factor,
+        component) pairs; ``"validation_score"``, their held-out
+        log-likelihood per entry (NaN when passed over); and
+        ``"max_component_similarity"``, the largest component similarity of
+        each validation fit.
     alpha_ : float or None
         The noise ratio exp(-epsilon / sensitivity); None without privacy.
     count_scale_ : float
@@ -370,9 +410,11 @@ class PrivatePoissonMF(
         "epsilon": [Interval(Real, 0, None, closed="neither"), None],
         "solver": [StrOptions({"cavi", "mcmc"})],
         "privatize": ["boolean"],
-        "factor_prior_shape": [Interval(Real, 0, None, closed="neither")],
+        "factor_prior_shape": [Interval(Real, 0, None, closed="neither"),
+                               StrOptions({"auto"})],
         "factor_prior_rate": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
-        "component_prior_shape": [Interval(Real, 0, None, closed="neither")],
+        "component_prior_shape": [Interval(Real, 0, None, closed="neither"),
+                                  StrOptions({"auto"})],
         "component_prior_rate": [
             Interval(Real, 0, None, closed="neither"),
             StrOptions({"auto"}),
@@ -399,9 +441,9 @@ class PrivatePoissonMF(
         sensitivity=1,
         solver="cavi",
         privatize=False,
-        factor_prior_shape=0.1,
+        factor_prior_shape="auto",
         factor_prior_rate="auto",
-        component_prior_shape=0.1,
+        component_prior_shape="auto",
         component_prior_rate="auto",
         empirical_bayes=False,
         sample_prior_shapes=True,
@@ -512,14 +554,15 @@ class PrivatePoissonMF(
             )
         return DaskRowBlocks(X)
 
-    def _priors(self, X):
+    def _priors(self, X, shapes):
         """Gamma priors ((shape, rate) of theta, of phi) per component for the
-        prepared counts ``X``, the "auto" rates resolved."""
+        prepared counts ``X`` and the (factor, component) prior ``shapes``,
+        the "auto" rates resolved."""
 
         def per_component(value):
             return np.full(self.n_components, float(value))
 
-        a, c = self.factor_prior_shape, self.component_prior_shape
+        a, c = shapes
         b, d = self.factor_prior_rate, self.component_prior_rate
         if b == "auto" or d == "auto":
             # prior mean of a rate: K (a / b) (c / d) = the mean count
@@ -580,7 +623,6 @@ class PrivatePoissonMF(
     def _fit(self, X, return_factors=True):
         self._check_params()
         dtype = _output_dtype(X)
-        solver_verbose = 1 if self.verbose else 0  # the solvers take an int
         rng = check_random_state(self.random_state)
         X, _ = self._check_input(X, reset=True, rng=rng)
         # transform and score continue this stream, so every release made
@@ -593,8 +635,167 @@ class PrivatePoissonMF(
                 f"dimension of X {X.shape}; the extra components are not identifiable.",
                 UserWarning,
             )
+        candidates = self._prior_shape_candidates(X, rng, dtype)
+        row_factors = self._fit_candidates(X, candidates, rng, dtype, return_factors)
+        if isinstance(X, DaskRowBlocks):
+            X.release()
+        return None if row_factors is None else row_factors.astype(dtype, copy=False)
+
+    def _fit_candidates(self, X, candidates, rng, dtype, return_factors):
+        """Fit the prepared rows ``X`` with each (factor, component) prior
+        shape pair of ``candidates`` in turn until the components stay apart
+        (the last pair is kept whatever its components), and set the fitted
+        attributes; the rows' factors when ``return_factors`` (or MCMC)."""
+        if len(candidates) == 1:
+            row_factors = self._fit_solver(X, candidates[0], rng, dtype)
+        else:
+            row_factors = self._fit_first_apart(X, candidates, rng, dtype)
+        alpha = self.alpha_
+        if self.verbose:
+            print(f"largest cosine similarity between two components: "
+                  f"{self.max_component_similarity_:.4f}")
+        if self.max_component_similarity_ > SIMILARITY_WARNING:
+            warnings.warn(
+                f"Two fitted components have cosine similarity "
+                f"{self.max_component_similarity_:.4f} > {SIMILARITY_WARNING}: they "
+                "describe the same pattern. Fewer components, more data or (with "
+                "privacy) a larger epsilon give distinct ones.",
+                UserWarning,
+            )
+        if alpha is not None and self.noise_update == "marginal":
+            # transform scales the expected true counts of new rows by the
+            # factor that brings those of the training rows, inferred as
+            # transform infers rows, to their noisy total. The joint sweeps'
+            # last factor does not: the row problem with q(phi) fixed has a
+            # flat likelihood in the rate where most true counts are zero
+            # (E[y | noisy] is about the rate whatever the rate), and from
+            # transform's start it settles well above the noisy total on
+            # sparse counts under heavy noise.
+            self.count_scale_ = self._infer_rows(X, fit_scale=True)[1]
+        elif self.solver == "mcmc":
+            self.count_scale_ = 1.0
+        if self.solver == "cavi" and return_factors:
+            # the training rows' factors are those transform gives them: the
+            # joint sweeps stop with theta a step behind phi, and the row
+            # problem with q(phi) fixed has more than one fixed point, so
+            # fit_transform(X) and transform(X) would otherwise disagree
+            row_factors = self._infer_rows(X)
+        if self.solver == "cavi":
+            self._start_online_statistics(X)
+        else:
+            # partial_fit after this fit starts afresh, not from an earlier
+            # CAVI fit's statistics
+            for name in ("_component_statistics", "_scale_totals", "n_steps_"):
+                self.__dict__.pop(name, None)
+        return row_factors
+
+    def _fit_first_apart(self, X, candidates, rng, dtype):
+        """``_fit_solver`` with each prior shape pair of ``candidates`` in
+        turn until a fit's components stay apart; when none do, the fit with
+        the least similar components (refitted from the same random state).
+        Only the kept fit's warnings reach the user."""
+        passed_over = []
+        for shapes in candidates + [None]:
+            if shapes is None:
+                # every pair's components coincide: the least similar again
+                least = min(passed_over, key=lambda item: item[0])
+                if least is passed_over[-1]:
+                    break
+                _, state, shapes = least
+                rng.set_state(state)
+            state = rng.get_state()
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                row_factors = self._fit_solver(X, shapes, rng, dtype)
+            kept_warnings = caught
+            if self.max_component_similarity_ <= SIMILARITY_WARNING or (
+                    len(passed_over) == len(candidates)):
+                break
+            passed_over.append((self.max_component_similarity_, state, shapes))
+            if self.verbose:
+                print(f"prior shapes ({shapes[0]:g}, {shapes[1]:g}) on all rows: largest "
+                      f"cosine similarity {self.max_component_similarity_:.4f}, passed over")
+        for caught_warning in kept_warnings:
+            warnings.warn_explicit(caught_warning.message, caught_warning.category,
+                                   caught_warning.filename, caught_warning.lineno)
+        return row_factors
+
+    def _prior_shape_candidates(self, X, rng, dtype):
+        """The (factor, component) prior shape pairs to fit to the prepared
+        rows ``X`` in turn, the first whose components stay apart being kept:
+        the given shapes, or for "auto" the result of the search on a
+        validation split of the rows (see ``factor_prior_shape``)."""
+        factor, component = self.factor_prior_shape, self.component_prior_shape
+        self.prior_shape_search_ = None
+        if factor != "auto" and component != "auto":
+            return [(factor, component)]
+        if factor == "auto" and component == "auto":
+            pairs = list(_SHAPE_PAIRS)
+        elif factor == "auto":
+            pairs = [(value, component) for value in _FACTOR_SHAPES]
+        else:
+            pairs = [(factor, value) for value in _COMPONENT_SHAPES]
+        n_rows = X.shape[0]
+        if (self.solver != "cavi" or self.empirical_bayes or n_rows < _SHAPE_SEARCH_MIN_ROWS
+                or isinstance(X, (DaskRowBlocks, np.memmap))):
+            return pairs[:1]
+        n_validation = max(2, round(_SHAPE_VALIDATION_SHARE * n_rows))
+        order = rng.permutation(n_rows)
+        validation_rows, fit_rows = np.sort(order[:n_validation]), np.sort(order[n_validation:])
+        validation = X[validation_rows]
+        # dense noisy counts: the rows are gathered block by block, not copied
+        rest = (X[fit_rows] if sp.issparse(X) else RowSubsetBlocks(X, fit_rows))
+        seed = int(rng.randint(np.iinfo(np.int32).max))
+        row_scores, similarities = [], []
+        for shapes in pairs:
+            # X is prepared (privatized already with privatize=True): the
+            # search fits and scores that one release, it makes no other
+            model = clone(self).set_params(
+                factor_prior_shape=shapes[0], component_prior_shape=shapes[1],
+                privatize=False, verbose=0)
+            model.n_features_in_, model._noise_rng = X.shape[1], None
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                model._fit_candidates(rest, [shapes], check_random_state(seed), dtype,
+                                      return_factors=False)
+            similarities.append(model.max_component_similarity_)
+            row_scores.append(
+                _heldout_loglik_rows(model, validation, random_state=seed)
+                if similarities[-1] <= SIMILARITY_WARNING else None)
+        scores = np.array([np.nan if rows is None else rows.sum() / validation.size
+                           for rows in row_scores])
+        kept = [i for i in range(len(pairs)) if row_scores[i] is not None]
+        ranked = sorted(kept, key=lambda i: -scores[i])
+        if ranked:
+            # the sparsest pair within one standard error (over the validation
+            # rows, paired) of the best: the best's lead over a sparser pair
+            # must be more than the split's own noise
+            best = row_scores[ranked[0]]
+            for i in kept:
+                lead = best - row_scores[i]
+                if lead.mean() <= lead.std(ddof=1) / np.sqrt(lead.size):
+                    ranked.remove(i)
+                    ranked.insert(0, i)
+                    break
+        if self.verbose:
+            for i, shapes in enumerate(pairs):
+                print(f"prior shapes ({shapes[0]:g}, {shapes[1]:g}): validation "
+                      f"log-likelihood per entry {scores[i]:.5f}, largest cosine "
+                      f"similarity {similarities[i]:.4f}")
+        self.prior_shape_search_ = {
+            "shapes": np.array(pairs, dtype=np.float64),
+            "validation_score": scores,
+            "max_component_similarity": np.array(similarities),
+        }
+        return [pairs[i] for i in ranked] + ([] if 0 in ranked else pairs[:1])
+
+    def _fit_solver(self, X, shapes, rng, dtype):
+        """Fit the solver to the prepared rows ``X`` with the given prior
+        shapes and set the fitted attributes (``components_`` of ``dtype``);
+        the rows' factors for MCMC, else None."""
         alpha = self._noise_ratio()
-        theta_prior, phi_prior = self._priors(X)
+        theta_prior, phi_prior = self._priors(X, shapes)
+        solver_verbose = 1 if self.verbose else 0  # the solvers take an int
         if self.solver == "cavi":
             # the sum of the clipped counts when noisy, block by block
             total = X.sum() if alpha is None else sum(
@@ -684,45 +885,7 @@ class PrivatePoissonMF(
         )
         self.reconstruction_err_ = _reconstruction_error(X, fitted_row_factors,
                                                          self.components_)
-        if self.verbose:
-            print(f"largest cosine similarity between two components: "
-                  f"{self.max_component_similarity_:.4f}")
-        if self.max_component_similarity_ > SIMILARITY_WARNING:
-            warnings.warn(
-                f"Two fitted components have cosine similarity "
-                f"{self.max_component_similarity_:.4f} > {SIMILARITY_WARNING}: they "
-                "describe the same pattern. Fewer components, more data or (with "
-                "privacy) a larger epsilon give distinct ones.",
-                UserWarning,
-            )
-        if alpha is not None and self.noise_update == "marginal":
-            # transform scales the expected true counts of new rows by the
-            # factor that brings those of the training rows, inferred as
-            # transform infers rows, to their noisy total. The joint sweeps'
-            # last factor does not: the row problem with q(phi) fixed has a
-            # flat likelihood in the rate where most true counts are zero
-            # (E[y | noisy] is about the rate whatever the rate), and from
-            # transform's start it settles well above the noisy total on
-            # sparse counts under heavy noise.
-            self.count_scale_ = self._infer_rows(X, fit_scale=True)[1]
-        elif self.solver == "mcmc":
-            self.count_scale_ = 1.0
-        if self.solver == "cavi" and return_factors:
-            # the training rows' factors are those transform gives them: the
-            # joint sweeps stop with theta a step behind phi, and the row
-            # problem with q(phi) fixed has more than one fixed point, so
-            # fit_transform(X) and transform(X) would otherwise disagree
-            row_factors = self._infer_rows(X)
-        if self.solver == "cavi":
-            self._start_online_statistics(X)
-        else:
-            # partial_fit after this fit starts afresh, not from an earlier
-            # CAVI fit's statistics
-            for name in ("_component_statistics", "_scale_totals", "n_steps_"):
-                self.__dict__.pop(name, None)
-        if isinstance(X, DaskRowBlocks):
-            X.release()
-        return None if row_factors is None else row_factors.astype(dtype, copy=False)
+        return row_factors
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None, **fit_params):
@@ -824,7 +987,8 @@ class PrivatePoissonMF(
     def partial_fit(self, X, y=None, **fit_params):
         """Update the model with a block of rows, without keeping them.
 
-        The first call (or :meth:`fit`) fits its rows as :meth:`fit` does.
+        The first call (or :meth:`fit`) fits its rows as :meth:`fit` does
+        ("auto" prior shapes are chosen on those rows alone).
         Each later call infers the new rows' factors with q(phi) held fixed,
         as :meth:`transform` does (with the count scale fitted on the
         block), and adds what the rows tell about the components, their

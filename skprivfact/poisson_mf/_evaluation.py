@@ -7,7 +7,7 @@ from scipy.optimize import linear_sum_assignment
 from scipy.special import gammaln
 from sklearn.utils import check_random_state
 
-from ._likelihood import noisy_loglik_sum
+from ._likelihood import noisy_loglik_rows
 
 __all__ = ["generalized_kl_divergence", "heldout_loglik", "poisson_loglik_per_entry"]
 
@@ -92,6 +92,15 @@ def heldout_loglik(estimator, X, X_clean=None, *, held_out="entries", n_folds=2,
     loglik : float
         Mean log-likelihood per entry (higher is better).
     """
+    rows = _heldout_loglik_rows(estimator, X, X_clean, held_out=held_out, n_folds=n_folds,
+                                random_state=random_state)
+    return float(rows.sum() / (X.shape[0] * X.shape[1]))
+
+
+def _heldout_loglik_rows(estimator, X, X_clean=None, *, held_out="entries", n_folds=2,
+                         random_state=0):
+    """``heldout_loglik`` before the mean: each row's log-likelihood summed
+    over its entries, ndarray of shape (n_samples,)."""
     if held_out not in ("entries", "rows"):
         raise ValueError(f"held_out must be 'entries' or 'rows', got {held_out!r}.")
     if X_clean is None:
@@ -113,8 +122,8 @@ def heldout_loglik(estimator, X, X_clean=None, *, held_out="entries", n_folds=2,
     scored_counts = (scored_counts.toarray() if hasattr(scored_counts, "toarray")
                      else np.asarray(scored_counts))
     if held_out == "rows":
-        return _noisy_loglik_per_entry(scored_counts, estimator.transform(X),
-                                       estimator.components_, alpha)
+        return _loglik_rows(scored_counts, estimator.transform(X), estimator.components_,
+                            alpha)
     n_features = X.shape[1]
     if not 2 <= n_folds <= n_features:
         raise ValueError(
@@ -122,29 +131,29 @@ def heldout_loglik(estimator, X, X_clean=None, *, held_out="entries", n_folds=2,
             f"got {n_folds}."
         )
     order = check_random_state(random_state).permutation(n_features)
-    total = 0.0
+    rows = np.zeros(X.shape[0])
     for scored in np.array_split(order, n_folds):
         scored = np.sort(scored)
         observed = np.setdiff1d(order, scored)
         factors = _restricted_to_columns(estimator, observed).transform(
             _columns(X, observed))
-        total += _noisy_loglik_per_entry(
-            scored_counts[:, scored], factors,
-            np.asarray(estimator.components_)[:, scored], alpha) * scored.size
-    return float(total / n_features)
+        rows += _loglik_rows(scored_counts[:, scored], factors,
+                             np.asarray(estimator.components_)[:, scored], alpha)
+    return rows
 
 
-def _noisy_loglik_per_entry(counts, factors, components, alpha):
-    """Mean log-likelihood per entry of counts at the rates ``factors @
-    components``, under the two-sided geometric noise of ratio ``alpha``
-    (None: Poisson)."""
-    counts = np.asarray(counts, dtype=np.float64)
+def _loglik_rows(counts, factors, components, alpha):
+    """Per row, the log-likelihood of counts summed over the row at the rates
+    ``factors @ components``, under the two-sided geometric noise of ratio
+    ``alpha`` (None: Poisson)."""
     factors = np.asarray(factors, dtype=np.float64)
     components = np.asarray(components, dtype=np.float64)
     if alpha is None:
-        return poisson_loglik_per_entry(counts, factors @ components)
-    total = noisy_loglik_sum(np.ascontiguousarray(counts), factors, components, alpha)
-    return float(total / counts.size)
+        counts = np.asarray(counts, dtype=np.float64)
+        rates = np.maximum(factors @ components, _RATE_FLOOR)
+        return (counts * np.log(rates) - rates - gammaln(counts + 1.0)).sum(axis=1)
+    # the kernel reads compact integer counts as they are
+    return noisy_loglik_rows(np.ascontiguousarray(counts), factors, components, alpha)
 
 
 def match_components(reference, components):
