@@ -77,8 +77,10 @@ print(
 # compacted, on a worker; each sweep runs one task per chunk and the driver
 # adds the chunks' column statistics in chunk order. Chunks of the size of
 # the in-memory blocks give the in-memory result bit for bit; other chunks
-# give it to rounding. A local cluster of two workers stands in for a real
-# one here (threads, so that the example starts fast).
+# give it to rounding. A Dask array is not searched for "auto" prior shapes
+# (that would gather rows across the workers): give the shapes, here 0.1. A
+# local cluster of two workers stands in for a real one here (threads, so
+# that the example starts fast).
 
 try:
     import dask.array as da
@@ -94,7 +96,8 @@ if da is not None:
         ) as cluster,
         Client(cluster),
     ):
-        kwargs = {"epsilon": 1.0, "max_iter": 30, "tol": 0, "random_state": 0}
+        kwargs = {"epsilon": 1.0, "max_iter": 30, "tol": 0, "random_state": 0,
+                  "factor_prior_shape": 0.1, "component_prior_shape": 0.1}
         in_memory = PrivatePoissonMF(5, **kwargs).fit(train)
         distributed = PrivatePoissonMF(5, **kwargs).fit(
             da.from_array(train, chunks=(500, 100))
