@@ -307,12 +307,16 @@ def estimator_child(config):
 
     X = np.load(config["path"])
     K = config["K"]
+    # the shapes given: the sweeps of one fit are measured, not the search
+    # of "auto" shapes (one fit per candidate on 90% of the rows)
     kwargs = {
         "epsilon": EPSILON,
         "max_iter": config["sweeps"],
         "tol": 0,
         "evaluate_every": 5,
         "random_state": 0,
+        "factor_prior_shape": 0.1,
+        "component_prior_shape": 0.1,
     }
     PrivatePoissonMF(K, **{**kwargs, "max_iter": 6}).fit(
         np.ascontiguousarray(X[:50, :40])
@@ -407,12 +411,14 @@ def partial_fit_check(n_rows=10_000, n_cols=1000, n_components=10, block=1000):
     )
     train, test = slice(0, n_rows), slice(n_rows, None)
     cpu = time.process_time()
-    batch = PrivatePoissonMF(n_components, epsilon=EPSILON, random_state=0)
+    # the online algorithm against the batch one at the same priors
+    shapes = {"factor_prior_shape": 0.1, "component_prior_shape": 0.1}
+    batch = PrivatePoissonMF(n_components, epsilon=EPSILON, random_state=0, **shapes)
     batch.fit(X_noisy[train])
     batch_cpu = time.process_time() - cpu
     batch_score = heldout_loglik(batch, X_noisy[test], X[test])
     cpu = time.process_time()
-    online = PrivatePoissonMF(n_components, epsilon=EPSILON, random_state=0)
+    online = PrivatePoissonMF(n_components, epsilon=EPSILON, random_state=0, **shapes)
     scores = []
     for start in range(0, n_rows, block):
         online.partial_fit(X_noisy[start : start + block])
