@@ -496,9 +496,12 @@ def test_auto_prior_shapes_grids_and_where_no_search_runs():
             warnings.simplefilter("ignore")
             model.fit(data)
         assert model.prior_shape_search_ is None
-    fixed = PrivatePoissonMF(3, factor_prior_shape=0.1, component_prior_shape=0.1, **kwargs)
-    small = PrivatePoissonMF(3, **kwargs)
-    np.testing.assert_array_equal(fixed.fit(X_noisy[:199]).components_,
-                                  small.fit(X_noisy[:199]).components_)
+    # where no search runs, "auto" is 0.1: the same fit as the shapes given
+    shapes = {"factor_prior_shape": 0.1, "component_prior_shape": 0.1}
+    for extra, data in [({}, X_noisy[:199]),
+                        ({"solver": "mcmc", "n_burn_in": 5, "n_kept_samples": 5}, X_noisy)]:
+        fixed = PrivatePoissonMF(3, **shapes, **extra, **kwargs).fit(data)
+        auto = PrivatePoissonMF(3, **extra, **kwargs).fit(data)
+        np.testing.assert_array_equal(fixed.components_, auto.components_)
     with pytest.raises(ValueError, match="factor_prior_shape"):
         PrivatePoissonMF(3, factor_prior_shape="dense").fit(X_noisy)
