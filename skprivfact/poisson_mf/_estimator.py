@@ -38,7 +38,7 @@ from ._cavi import (
     log_likelihood_sum,
 )
 from ._dask import DaskRowBlocks, is_dask_array
-from ._evaluation import _heldout_loglik_rows, _unit_rows, reconstruction_error
+from ._evaluation import _unit_rows, heldout_loglik, reconstruction_error
 
 __all__ = ["PrivatePoissonMF"]
 
@@ -179,11 +179,10 @@ class PrivatePoissonMF(
         given), and each fit is scored by :func:`heldout_loglik` of the
         held-out rows' own entries (under the noise model when private: the
         search reads nothing but the input). Fits whose components coincide
-        (largest similarity above 0.95) are passed over, and the sparsest pair
-        within one standard error (paired, over the held-out rows) of the best
-        score is fitted to all the rows; when that fit's components coincide,
-        the next best pair, then the sparsest, and when all coincide, the
-        least similar fit is kept. Small shapes (sparse components) keep
+        (largest similarity above 0.95) are passed over, and the pair with the
+        best score is fitted to all the rows; when that fit's components
+        coincide, the next best pair, then the sparsest, and when all
+        coincide, the least similar fit is kept. Small shapes (sparse components) keep
         sparse counts under heavy noise from collapsing, larger ones predict
         dense counts better. The search costs one fit per candidate; it is
         skipped, and "auto" means 0.1, with fewer than 200 rows, for the
@@ -746,7 +745,7 @@ class PrivatePoissonMF(
         # dense noisy counts: the rows are gathered block by block, not copied
         rest = (X[fit_rows] if sp.issparse(X) else RowSubsetBlocks(X, fit_rows))
         seed = int(rng.randint(np.iinfo(np.int32).max))
-        row_scores, similarities = [], []
+        scores, similarities = [], []
         for shapes in pairs:
             # X is prepared (privatized already with privatize=True): the
             # search fits and scores that one release, it makes no other
@@ -759,24 +758,10 @@ class PrivatePoissonMF(
                 model._fit_candidates(rest, [shapes], check_random_state(seed), dtype,
                                       return_factors=False)
             similarities.append(model.max_component_similarity_)
-            row_scores.append(
-                _heldout_loglik_rows(model, validation, random_state=seed)
-                if similarities[-1] <= SIMILARITY_WARNING else None)
-        scores = np.array([np.nan if rows is None else rows.sum() / validation.size
-                           for rows in row_scores])
-        kept = [i for i in range(len(pairs)) if row_scores[i] is not None]
-        ranked = sorted(kept, key=lambda i: -scores[i])
-        if ranked:
-            # the sparsest pair within one standard error (over the validation
-            # rows, paired) of the best: the best's lead over a sparser pair
-            # must be more than the split's own noise
-            best = row_scores[ranked[0]]
-            for i in kept:
-                lead = best - row_scores[i]
-                if lead.mean() <= lead.std(ddof=1) / np.sqrt(lead.size):
-                    ranked.remove(i)
-                    ranked.insert(0, i)
-                    break
+            scores.append(heldout_loglik(model, validation, random_state=seed)
+                          if similarities[-1] <= SIMILARITY_WARNING else np.nan)
+        scores = np.array(scores)
+        ranked = sorted(np.flatnonzero(~np.isnan(scores)), key=lambda i: -scores[i])
         if self.verbose:
             for i, shapes in enumerate(pairs):
                 print(f"prior shapes ({shapes[0]:g}, {shapes[1]:g}): validation "
