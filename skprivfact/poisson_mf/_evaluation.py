@@ -32,10 +32,14 @@ def poisson_loglik_per_entry(X_clean, rates):
         The mean ``x log(rate) - rate - log(x!)`` over the entries.
     """
     X_clean = X_clean.toarray() if hasattr(X_clean, "toarray") else np.asarray(X_clean)
-    X_clean = X_clean.astype(np.float64)
+    return float(_poisson_loglik_rows(X_clean, rates).sum() / X_clean.size)
+
+
+def _poisson_loglik_rows(counts, rates):
+    """Per row, the Poisson log-likelihood of the counts summed over the row."""
+    counts = np.asarray(counts, dtype=np.float64)
     rates = np.maximum(np.asarray(rates, dtype=np.float64), _RATE_FLOOR)
-    total = (X_clean * np.log(rates) - rates - gammaln(X_clean + 1.0)).sum()
-    return float(total / X_clean.size)
+    return (counts * np.log(rates) - rates - gammaln(counts + 1.0)).sum(axis=1)
 
 
 def heldout_loglik(estimator, X, X_clean=None, *, held_out="entries", n_folds=2,
@@ -149,9 +153,7 @@ def _loglik_rows(counts, factors, components, alpha):
     factors = np.asarray(factors, dtype=np.float64)
     components = np.asarray(components, dtype=np.float64)
     if alpha is None:
-        counts = np.asarray(counts, dtype=np.float64)
-        rates = np.maximum(factors @ components, _RATE_FLOOR)
-        return (counts * np.log(rates) - rates - gammaln(counts + 1.0)).sum(axis=1)
+        return _poisson_loglik_rows(counts, factors @ components)
     # the kernel reads compact integer counts as they are
     return noisy_loglik_rows(np.ascontiguousarray(counts), factors, components, alpha)
 
