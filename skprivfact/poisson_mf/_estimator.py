@@ -182,9 +182,9 @@ class PrivatePoissonMF(
         (largest similarity above 0.95) are passed over, and the pair with the
         best score is fitted to all the rows; when that fit's components
         coincide, the next best pair, then the sparsest, and when all
-        coincide, the least similar fit is kept. Small shapes (sparse components) keep
-        sparse counts under heavy noise from collapsing, larger ones predict
-        dense counts better. The search costs one fit per candidate; it is
+        coincide, the least similar fit is kept. Small shapes (sparse
+        components) keep sparse counts under heavy noise from collapsing,
+        larger ones predict dense counts better. The search costs one fit per candidate; it is
         skipped, and "auto" means 0.1, with fewer than 200 rows, for the
         sampler (whose shapes start at 0.1 and are drawn with
         ``sample_prior_shapes``), with ``empirical_bayes``, and for Dask and
@@ -641,10 +641,11 @@ class PrivatePoissonMF(
         return None if row_factors is None else row_factors.astype(dtype, copy=False)
 
     def _fit_candidates(self, X, candidates, rng, dtype, return_factors):
-        """Fit the prepared rows ``X`` with each (factor, component) prior
-        shape pair of ``candidates`` in turn until the components stay apart
-        (the last pair is kept whatever its components), and set the fitted
-        attributes; the rows' factors when ``return_factors`` (or MCMC)."""
+        """Fit the prepared rows ``X`` with the (factor, component) prior
+        shape pair of ``candidates`` (several: as ``_fit_first_apart`` tries
+        them), then report the similarity of the components and set the
+        count scale and the online statistics; the rows' factors when
+        ``return_factors`` (or MCMC)."""
         if len(candidates) == 1:
             row_factors = self._fit_solver(X, candidates[0], rng, dtype)
         else:
