@@ -409,19 +409,28 @@ def test_auto_prior_shapes_search_the_one_release(monkeypatch):
     assert draws == [X.shape]
 
 
-def test_auto_prior_shapes_pass_over_coinciding_components(monkeypatch):
+def test_auto_prior_shapes_pass_over_coinciding_components(monkeypatch, capsys):
     from skprivfact.poisson_mf import _estimator
 
     _, X_noisy, _, _ = make_poisson_factorization(
         250, 40, 3, factor_shape=1.0, epsilon=1.0, random_state=0
     )
-    # every validation fit flagged: the sparsest pair, and one warning, its own
+    # every fit flagged: each pair is fitted to all the rows (the sparsest
+    # first), the least similar of them kept, with one warning, its own
     monkeypatch.setattr(_estimator, "SIMILARITY_WARNING", -1.0)
     with pytest.warns(UserWarning, match="cosine similarity") as record:
-        model = PrivatePoissonMF(3, epsilon=1.0, random_state=0).fit(X_noisy)
+        model = PrivatePoissonMF(3, epsilon=1.0, random_state=0, verbose=1).fit(X_noisy)
     assert sum("cosine similarity" in str(w.message) for w in record) == 1
-    assert np.isnan(model.prior_shape_search_["validation_score"]).all()
-    assert (model.factor_prior_shape_[0], model.component_prior_shape_[0]) == (0.1, 0.1)
+    search = model.prior_shape_search_
+    assert np.isnan(search["validation_score"]).all()
+    passed_over = [line for line in capsys.readouterr().out.splitlines()
+                   if line.endswith("passed over")]
+    assert [line.split(")")[0] + ")" for line in passed_over] == [
+        f"prior shapes ({a:g}, {c:g})" for a, c in search["shapes"]]
+    similarities = [float(line.split("similarity ")[1].split(",")[0]) for line in passed_over]
+    assert model.max_component_similarity_ == pytest.approx(min(similarities), abs=1e-4)
+    least = search["shapes"][int(np.argmin(similarities))]
+    assert (model.factor_prior_shape_[0], model.component_prior_shape_[0]) == tuple(least)
     monkeypatch.undo()
 
     # the best pair's fit to all the rows flagged: the next one is fitted and

@@ -181,8 +181,8 @@ class PrivatePoissonMF(
         search reads nothing but the input). Fits whose components coincide
         (largest similarity above 0.95) are passed over, and the pair with the
         best score is fitted to all the rows; when that fit's components
-        coincide, the next best pair, then the sparsest, and when all
-        coincide, the least similar fit is kept. Small shapes (sparse
+        coincide, the next best pair, then those passed over (the sparsest
+        first), and when all coincide, the least similar fit is kept. Small shapes (sparse
         components) keep sparse counts under heavy noise from collapsing,
         larger ones predict dense counts better. The search costs one fit per candidate; it is
         skipped, and "auto" means 0.1, with fewer than 200 rows, for the
@@ -773,7 +773,10 @@ class PrivatePoissonMF(
             "validation_score": scores,
             "max_component_similarity": np.array(similarities),
         }
-        return [pairs[i] for i in ranked] + ([] if 0 in ranked else pairs[:1])
+        # then those whose validation fits coincided, the sparsest first: a
+        # fit to all the rows starts elsewhere and may keep them apart
+        return [pairs[i] for i in ranked] + [
+            pair for i, pair in enumerate(pairs) if i not in ranked]
 
     def _fit_solver(self, X, shapes, rng, dtype):
         """Fit the solver to the prepared rows ``X`` with the given prior
