@@ -114,8 +114,7 @@ class RowSubsetBlocks(InMemoryRowBlocks):
     them. Indexing with a slice of the subset's rows gathers those rows."""
 
     def __init__(self, X, rows, block_rows=None):
-        self.rows = np.asarray(rows)
-        super().__init__(_RowsView(X, self.rows), block_rows)
+        super().__init__(_RowsView(X, np.asarray(rows)), block_rows)
 
     def __getitem__(self, key):
         return self.X[key]
@@ -127,7 +126,6 @@ class _RowsView:
     def __init__(self, X, rows):
         self.base, self.rows = X, rows
         self.shape = (len(rows), X.shape[1])
-        self.dtype = X.dtype
 
     def __getitem__(self, key):
         return self.base[self.rows[key]]
