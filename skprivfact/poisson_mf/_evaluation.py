@@ -7,7 +7,7 @@ from scipy.optimize import linear_sum_assignment
 from scipy.special import gammaln
 from sklearn.utils import check_random_state
 
-from ._likelihood import noisy_loglik_rows
+from ._likelihood import noisy_loglik_sum
 
 __all__ = ["generalized_kl_divergence", "heldout_loglik", "poisson_loglik_per_entry"]
 
@@ -32,14 +32,10 @@ def poisson_loglik_per_entry(X_clean, rates):
         The mean ``x log(rate) - rate - log(x!)`` over the entries.
     """
     X_clean = X_clean.toarray() if hasattr(X_clean, "toarray") else np.asarray(X_clean)
-    return float(_poisson_loglik_rows(X_clean, rates).sum() / X_clean.size)
-
-
-def _poisson_loglik_rows(counts, rates):
-    """Per row, the Poisson log-likelihood of the counts summed over the row."""
-    counts = np.asarray(counts, dtype=np.float64)
+    X_clean = X_clean.astype(np.float64)
     rates = np.maximum(np.asarray(rates, dtype=np.float64), _RATE_FLOOR)
-    return (counts * np.log(rates) - rates - gammaln(counts + 1.0)).sum(axis=1)
+    total = (X_clean * np.log(rates) - rates - gammaln(X_clean + 1.0)).sum()
+    return float(total / X_clean.size)
 
 
 def heldout_loglik(estimator, X, X_clean=None, *, held_out="entries", n_folds=2,
@@ -96,15 +92,6 @@ def heldout_loglik(estimator, X, X_clean=None, *, held_out="entries", n_folds=2,
     loglik : float
         Mean log-likelihood per entry (higher is better).
     """
-    rows = _heldout_loglik_rows(estimator, X, X_clean, held_out=held_out, n_folds=n_folds,
-                                random_state=random_state)
-    return float(rows.sum() / (X.shape[0] * X.shape[1]))
-
-
-def _heldout_loglik_rows(estimator, X, X_clean=None, *, held_out="entries", n_folds=2,
-                         random_state=0):
-    """``heldout_loglik`` before the mean: each row's log-likelihood summed
-    over its entries, ndarray of shape (n_samples,)."""
     if held_out not in ("entries", "rows"):
         raise ValueError(f"held_out must be 'entries' or 'rows', got {held_out!r}.")
     if X_clean is None:
@@ -126,8 +113,8 @@ def _heldout_loglik_rows(estimator, X, X_clean=None, *, held_out="entries", n_fo
     scored_counts = (scored_counts.toarray() if hasattr(scored_counts, "toarray")
                      else np.asarray(scored_counts))
     if held_out == "rows":
-        return _loglik_rows(scored_counts, estimator.transform(X), estimator.components_,
-                            alpha)
+        return _noisy_loglik_per_entry(scored_counts, estimator.transform(X),
+                                       estimator.components_, alpha)
     n_features = X.shape[1]
     if not 2 <= n_folds <= n_features:
         raise ValueError(
@@ -135,27 +122,29 @@ def _heldout_loglik_rows(estimator, X, X_clean=None, *, held_out="entries", n_fo
             f"got {n_folds}."
         )
     order = check_random_state(random_state).permutation(n_features)
-    rows = np.zeros(X.shape[0])
+    total = 0.0
     for scored in np.array_split(order, n_folds):
         scored = np.sort(scored)
         observed = np.setdiff1d(order, scored)
         factors = _restricted_to_columns(estimator, observed).transform(
             _columns(X, observed))
-        rows += _loglik_rows(scored_counts[:, scored], factors,
-                             np.asarray(estimator.components_)[:, scored], alpha)
-    return rows
+        total += _noisy_loglik_per_entry(
+            scored_counts[:, scored], factors,
+            np.asarray(estimator.components_)[:, scored], alpha) * scored.size
+    return float(total / n_features)
 
 
-def _loglik_rows(counts, factors, components, alpha):
-    """Per row, the log-likelihood of counts summed over the row at the rates
-    ``factors @ components``, under the two-sided geometric noise of ratio
-    ``alpha`` (None: Poisson)."""
+def _noisy_loglik_per_entry(counts, factors, components, alpha):
+    """Mean log-likelihood per entry of counts at the rates ``factors @
+    components``, under the two-sided geometric noise of ratio ``alpha``
+    (None: Poisson)."""
     factors = np.asarray(factors, dtype=np.float64)
     components = np.asarray(components, dtype=np.float64)
     if alpha is None:
-        return _poisson_loglik_rows(counts, factors @ components)
-    # the kernel reads compact integer counts as they are
-    return noisy_loglik_rows(np.ascontiguousarray(counts), factors, components, alpha)
+        return poisson_loglik_per_entry(counts, factors @ components)
+    # the kernel reads compact integer counts as they are (no float64 copy)
+    total = noisy_loglik_sum(np.ascontiguousarray(counts), factors, components, alpha)
+    return float(total / np.size(counts))
 
 
 def match_components(reference, components):

@@ -285,13 +285,7 @@ _ROWS_PER_BLOCK = 32
 def noisy_loglik_sum(noisy, row_factors, components, alpha):
     """Sum over a dense noisy matrix of log P(noisy[d, v]) at mu = theta @ phi."""
     # summed outside the parallel region: the same sum for any number of threads
-    return float(noisy_loglik_rows(noisy, row_factors, components, alpha).sum())
-
-
-def noisy_loglik_rows(noisy, row_factors, components, alpha):
-    """Per row of a dense noisy matrix, the sum of log P(noisy[d, v]) at mu =
-    theta @ phi."""
-    return _noisy_loglik_rows(noisy, row_factors, components, alpha)
+    return float(_noisy_loglik_rows(noisy, row_factors, components, alpha).sum())
 
 
 @parallel_kernel
