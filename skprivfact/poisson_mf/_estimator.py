@@ -84,6 +84,9 @@ _COMPONENT_SHAPES = (0.1, 0.3, 1.0)
 # The search holds out this share of the rows, and needs this many rows.
 _SHAPE_VALIDATION_SHARE = 0.1
 _SHAPE_SEARCH_MIN_ROWS = 200
+# CAVI fits to all the rows with the first pair from this many more random
+# starts, when its components coincide, before the next pair.
+_SHAPE_RESTARTS = 4
 
 
 def _row_blocks(X):
@@ -171,8 +174,10 @@ class PrivatePoissonMF(
         log-likelihood of the clean held-out counts. Requires ``epsilon``.
     factor_prior_shape : float or "auto", default="auto"
         Shape a of the gamma prior of the row factors theta. With "auto" (for
-        either shape) CAVI chooses the shapes on a validation split of the
-        input's rows: 10% of them, drawn with ``random_state``, are held out,
+        either shape) the shapes are chosen on a validation split of the
+        input's rows, by CAVI for either solver (the sampler then holds them
+        fixed, see ``sample_prior_shapes``): 10% of the rows, drawn with
+        ``random_state``, are held out,
         the model is fitted to the rest with each candidate (factor,
         component) pair, (0.1, 0.1), (0.1, 0.3), (0.1, 1) and (0.3, 1) when
         both are "auto" (a in 0.1, 0.3 or c in 0.1, 0.3, 1 when the other is
@@ -181,13 +186,14 @@ class PrivatePoissonMF(
         search reads nothing but the input). Fits whose components coincide
         (largest similarity above 0.95) are passed over, and the pair with the
         best score is fitted to all the rows; when that fit's components
-        coincide, the next best pair, then those passed over (the sparsest
-        first), and when all coincide, the least similar fit is kept. Small shapes (sparse
-        components) keep sparse counts under heavy noise from collapsing,
-        larger ones predict dense counts better. The search costs one fit per candidate; it is
-        skipped, and "auto" means 0.1, with fewer than 200 rows, for the
-        sampler (whose shapes start at 0.1 and are drawn with
-        ``sample_prior_shapes``), with ``empirical_bayes``, and for Dask and
+        coincide, the same pair from up to four more random starts, then the
+        next best pair, then those passed over (the sparsest first), and when
+        all coincide, the least similar fit is kept. The sampler runs once,
+        with the best pair (a run per pair tried would cost several fits). Small shapes
+        (sparse components) keep sparse counts under heavy noise from
+        collapsing, larger ones predict dense counts better. The search costs
+        one CAVI fit per candidate; it is skipped, and "auto" means 0.1, with
+        fewer than 200 rows, with ``empirical_bayes``, and for Dask and
         memory-mapped input. ``prior_shape_search_`` reports it.
     factor_prior_rate : float or "auto", default="auto"
         Rate b of the gamma prior of the row factors theta. "auto" sets the
@@ -207,7 +213,7 @@ class PrivatePoissonMF(
         Whether to fit the prior shape and rate per component by empirical
         Bayes (Wang's EBPMF), alternating with the sweeps; the four prior
         parameters above are then only starting values. CAVI only.
-    sample_prior_shapes : bool, default=True
+    sample_prior_shapes : bool or "auto", default="auto"
         MCMC only: give the two prior shapes (``factor_prior_shape`` and
         ``component_prior_shape``, then only starting values) a log-uniform
         hyperprior on [0.02, 5] and draw each of them every sweep, the prior
@@ -215,7 +221,10 @@ class PrivatePoissonMF(
         ``component_prior_shape_`` are their posterior means. Under heavy noise
         the likelihood barely pins small rates, and a fixed sparse shape pulls
         the sampled true counts, and so the total rate, towards zero; drawn,
-        the shapes follow the data. False keeps them fixed.
+        the shapes follow the data. False keeps them fixed. "auto" keeps the
+        shapes the validation search of "auto" prior shapes chose fixed (they
+        predict held-out counts better than drawn ones) and draws them
+        otherwise (given shapes, or no search).
     max_iter : int, default=200
         Maximum number of CAVI sweeps (also used by :meth:`transform`).
     tol : float, default=1e-4
@@ -419,7 +428,7 @@ class PrivatePoissonMF(
             StrOptions({"auto"}),
         ],
         "empirical_bayes": ["boolean"],
-        "sample_prior_shapes": ["boolean"],
+        "sample_prior_shapes": ["boolean", StrOptions({"auto"})],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="left")],
         "evaluate_every": [Interval(Integral, 1, None, closed="left")],
@@ -445,7 +454,7 @@ class PrivatePoissonMF(
         component_prior_shape="auto",
         component_prior_rate="auto",
         empirical_bayes=False,
-        sample_prior_shapes=True,
+        sample_prior_shapes="auto",
         max_iter=200,
         tol=1e-4,
         evaluate_every=5,
@@ -736,7 +745,7 @@ class PrivatePoissonMF(
         else:
             pairs = [(factor, value) for value in _COMPONENT_SHAPES]
         n_rows = X.shape[0]
-        if (self.solver != "cavi" or self.empirical_bayes or n_rows < _SHAPE_SEARCH_MIN_ROWS
+        if (self.empirical_bayes or n_rows < _SHAPE_SEARCH_MIN_ROWS
                 or isinstance(X, (DaskRowBlocks, np.memmap))):
             return pairs[:1]
         n_validation = max(2, round(_SHAPE_VALIDATION_SHARE * n_rows))
@@ -749,10 +758,12 @@ class PrivatePoissonMF(
         scores, similarities = [], []
         for shapes in pairs:
             # X is prepared (privatized already with privatize=True): the
-            # search fits and scores that one release, it makes no other
+            # search fits and scores that one release, it makes no other.
+            # CAVI for either solver: a sampler run per candidate would cost
+            # far more, and its fixed shapes are then what CAVI found.
             model = clone(self).set_params(
-                factor_prior_shape=shapes[0], component_prior_shape=shapes[1],
-                privatize=False, verbose=0)
+                solver="cavi", factor_prior_shape=shapes[0],
+                component_prior_shape=shapes[1], privatize=False, verbose=0)
             model.n_features_in_, model._noise_rng = X.shape[1], None
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -775,8 +786,16 @@ class PrivatePoissonMF(
         }
         # then those whose validation fits coincided, the sparsest first: a
         # fit to all the rows starts elsewhere and may keep them apart
-        return [pairs[i] for i in ranked] + [
+        candidates = [pairs[i] for i in ranked] + [
             pair for i, pair in enumerate(pairs) if i not in ranked]
+        if self.solver != "cavi":
+            # a sampler run per pair tried would cost several fits: it runs
+            # once, and the similarity warning tells when components coincide
+            return candidates[:1]
+        # whether CAVI's components coincide can depend on the random start
+        # alone (sparse text under heavy noise): the first pair gets more
+        # starts before the next pair is tried
+        return candidates[:1] * (1 + _SHAPE_RESTARTS) + candidates[1:]
 
     def _fit_solver(self, X, shapes, rng, dtype):
         """Fit the solver to the prepared rows ``X`` with the given prior
@@ -831,6 +850,10 @@ class PrivatePoissonMF(
         else:
             from ._mcmc import fit_mcmc_chains
 
+            sample_shapes = self.sample_prior_shapes
+            if sample_shapes == "auto":
+                sample_shapes = self.prior_shape_search_ is None
+
             with self._progress(_MCMC_LINE, self.n_burn_in + self.n_kept_samples,
                                 "MCMC"):
                 result = fit_mcmc_chains(
@@ -838,7 +861,7 @@ class PrivatePoissonMF(
                     theta_prior=theta_prior, phi_prior=phi_prior,
                     n_burn_in=self.n_burn_in, n_kept=self.n_kept_samples,
                     n_chains=self.n_chains, n_jobs=self.n_jobs, rng=rng,
-                    verbose=solver_verbose, sample_shapes=self.sample_prior_shapes,
+                    verbose=solver_verbose, sample_shapes=sample_shapes,
                 )
             if result["rhat"] > RHAT_WARNING_THRESHOLD:  # False for NaN
                 warnings.warn(
