@@ -25,10 +25,9 @@ factors fitted to it):
 - rank 1: each held-out row's noisy total over the columns it shows (clipped
   at 0.5) spread over the words in proportion to their noisy training totals.
 
-Every PrivatePoissonMF here (private, naive and clean, CAVI and MCMC) has its
-default "auto" prior shapes: CAVI chooses them on a validation split of its
-own training rows (the noisy ones for a private fit), never the test rows,
-and the sampler holds the pair chosen fixed. With
+Every PrivatePoissonMF here (private, naive and clean CAVI) has its default
+"auto" prior shapes: CAVI chooses them on a validation split of its own
+training rows (the noisy ones for a private fit), never the test rows. With
 ``--compare-shapes A C``, one more line per fit: private CAVI with the prior
 shapes (A, C) fixed, what the search is measured against.
 

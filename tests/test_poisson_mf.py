@@ -136,13 +136,12 @@ def test_sampled_prior_shapes_keep_the_total_under_heavy_noise(shape, rate):
     X, X_noisy, _, _ = make_poisson_factorization(
         400, 200, 4, factor_shape=shape, factor_rate=rate, epsilon=1.0, random_state=0
     )
-    # the sampler's shapes start at 0.1
+    # the sampler's shapes start at 0.1 ("auto")
     prior_shape, prior_rate = PrivatePoissonMF(4, epsilon=1.0)._priors(X_noisy, (0.1, 0.1))[0]
     totals = {}
     for sample in (False, True):
         model = PrivatePoissonMF(
             4, epsilon=1.0, solver="mcmc", n_burn_in=200, n_kept_samples=100,
-            factor_prior_shape=0.1, component_prior_shape=0.1,
             sample_prior_shapes=sample, random_state=0,
         )
         totals[sample] = (model.fit_transform(X_noisy) @ model.components_).mean() / X.mean()

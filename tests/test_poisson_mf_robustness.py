@@ -18,7 +18,6 @@ from sklearn.exceptions import ConvergenceWarning
 from skprivfact.datasets import get_data_home, make_poisson_factorization
 from skprivfact.mechanisms import two_sided_geometric
 from skprivfact.poisson_mf import PrivatePoissonMF
-from skprivfact.poisson_mf._estimator import SIMILARITY_WARNING
 from skprivfact.poisson_mf._evaluation import reconstruction_error
 from skprivfact.poisson_mf._noisy_count import posterior_count_moments
 
@@ -505,11 +504,12 @@ def test_auto_prior_shapes_grids_and_where_no_search_runs():
     np.testing.assert_array_equal(model.prior_shape_search_["shapes"],
                                   [[0.1, 2.0], [0.3, 2.0]])
     assert model.component_prior_shape_[0] == 2.0
-    # no search: fewer than 200 rows (either solver), empirical Bayes
-    mcmc = {"solver": "mcmc", "n_burn_in": 5, "n_kept_samples": 5}
+    # no search: fewer than 200 rows, the sampler (its shapes are drawn,
+    # starting at 0.1), empirical Bayes, shapes given
     for model, data in [
         (PrivatePoissonMF(3, **kwargs), X_noisy[:199]),
-        (PrivatePoissonMF(3, **mcmc, **kwargs), X_noisy[:199]),
+        (PrivatePoissonMF(3, solver="mcmc", n_burn_in=5, n_kept_samples=5, **kwargs),
+         X_noisy),
         (PrivatePoissonMF(3, empirical_bayes=True, **kwargs), X_noisy),
     ]:
         with warnings.catch_warnings():
@@ -517,53 +517,11 @@ def test_auto_prior_shapes_grids_and_where_no_search_runs():
             model.fit(data)
         assert model.prior_shape_search_ is None
     # where no search runs, "auto" is 0.1: the same fit as the shapes given
-    # (for the sampler, drawn from there)
     shapes = {"factor_prior_shape": 0.1, "component_prior_shape": 0.1}
-    for extra in ({}, mcmc):
-        fixed = PrivatePoissonMF(3, **shapes, **extra, **kwargs).fit(X_noisy[:199])
-        auto = PrivatePoissonMF(3, **extra, **kwargs).fit(X_noisy[:199])
+    for extra, data in [({}, X_noisy[:199]),
+                        ({"solver": "mcmc", "n_burn_in": 5, "n_kept_samples": 5}, X_noisy)]:
+        fixed = PrivatePoissonMF(3, **shapes, **extra, **kwargs).fit(data)
+        auto = PrivatePoissonMF(3, **extra, **kwargs).fit(data)
         np.testing.assert_array_equal(fixed.components_, auto.components_)
-    assert auto.factor_prior_shape_[0] != 0.1
-
-
-@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
-def test_auto_prior_shapes_for_the_sampler(monkeypatch):
-    # The sampler gets the pair CAVI's search chose and holds it fixed (with
-    # sample_prior_shapes="auto"); with sample_prior_shapes=True it draws
-    # them from there.
-    _, X_noisy, _, _ = make_poisson_factorization(
-        250, 40, 3, factor_shape=1.0, epsilon=1.0, random_state=0
-    )
-    kwargs = {"epsilon": 1.0, "solver": "mcmc", "n_burn_in": 20, "n_kept_samples": 10,
-              "max_iter": 20, "random_state": 0}
-    model = PrivatePoissonMF(3, **kwargs).fit(X_noisy)
-    search = model.prior_shape_search_
-    cavi = PrivatePoissonMF(3, **{**kwargs, "solver": "cavi"}).fit(X_noisy)
-    # the same search as CAVI's: CAVI fits on the same validation split
-    np.testing.assert_array_equal(search["validation_score"],
-                                  cavi.prior_shape_search_["validation_score"])
-    best = search["shapes"][np.nanargmax(search["validation_score"])]
-    assert model.max_component_similarity_ <= SIMILARITY_WARNING
-    np.testing.assert_array_equal(model.factor_prior_shape_, best[0])
-    np.testing.assert_array_equal(model.component_prior_shape_, best[1])
-    drawn = PrivatePoissonMF(3, sample_prior_shapes=True, **kwargs).fit(X_noisy)
-    assert drawn.prior_shape_search_ is not None
-    assert drawn.factor_prior_shape_[0] not in search["shapes"][:, 0]
-    # one sampler run, with the best pair, even when its components coincide
-    from skprivfact.poisson_mf import _estimator
-
-    runs = []
-    fit_solver = _estimator.PrivatePoissonMF._fit_solver
-
-    def record_runs(self, X, shapes, rng, dtype):
-        if self.solver == "mcmc":
-            runs.append(shapes)
-        return fit_solver(self, X, shapes, rng, dtype)
-
-    monkeypatch.setattr(_estimator.PrivatePoissonMF, "_fit_solver", record_runs)
-    monkeypatch.setattr(_estimator, "SIMILARITY_WARNING", 0.0)
-    with pytest.warns(UserWarning, match="cosine similarity"):
-        PrivatePoissonMF(3, **kwargs).fit(X_noisy)
-    assert runs == [tuple(search["shapes"][0])]
     with pytest.raises(ValueError, match="factor_prior_shape"):
         PrivatePoissonMF(3, factor_prior_shape="dense").fit(X_noisy)

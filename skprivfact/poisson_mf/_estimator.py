@@ -174,10 +174,8 @@ class PrivatePoissonMF(
         log-likelihood of the clean held-out counts. Requires ``epsilon``.
     factor_prior_shape : float or "auto", default="auto"
         Shape a of the gamma prior of the row factors theta. With "auto" (for
-        either shape) the shapes are chosen on a validation split of the
-        input's rows, by CAVI for either solver (the sampler then holds them
-        fixed, see ``sample_prior_shapes``): 10% of the rows, drawn with
-        ``random_state``, are held out,
+        either shape) CAVI chooses the shapes on a validation split of the
+        input's rows: 10% of them, drawn with ``random_state``, are held out,
         the model is fitted to the rest with each candidate (factor,
         component) pair, (0.1, 0.1), (0.1, 0.3), (0.1, 1) and (0.3, 1) when
         both are "auto" (a in 0.1, 0.3 or c in 0.1, 0.3, 1 when the other is
@@ -188,12 +186,12 @@ class PrivatePoissonMF(
         best score is fitted to all the rows; when that fit's components
         coincide, the same pair from up to four more random starts, then the
         next best pair, then those passed over (the sparsest first), and when
-        all coincide, the least similar fit is kept. The sampler runs once,
-        with the best pair (a run per pair tried would cost several fits). Small shapes
-        (sparse components) keep sparse counts under heavy noise from
-        collapsing, larger ones predict dense counts better. The search costs
-        one CAVI fit per candidate; it is skipped, and "auto" means 0.1, with
-        fewer than 200 rows, with ``empirical_bayes``, and for Dask and
+        all coincide, the least similar fit is kept. Small shapes (sparse
+        components) keep sparse counts under heavy noise from collapsing,
+        larger ones predict dense counts better. The search costs one fit per
+        candidate; it is skipped, and "auto" means 0.1, with fewer than 200
+        rows, for the sampler (whose shapes start at 0.1 and are drawn with
+        ``sample_prior_shapes``), with ``empirical_bayes``, and for Dask and
         memory-mapped input. ``prior_shape_search_`` reports it.
     factor_prior_rate : float or "auto", default="auto"
         Rate b of the gamma prior of the row factors theta. "auto" sets the
@@ -213,7 +211,7 @@ class PrivatePoissonMF(
         Whether to fit the prior shape and rate per component by empirical
         Bayes (Wang's EBPMF), alternating with the sweeps; the four prior
         parameters above are then only starting values. CAVI only.
-    sample_prior_shapes : bool or "auto", default="auto"
+    sample_prior_shapes : bool, default=True
         MCMC only: give the two prior shapes (``factor_prior_shape`` and
         ``component_prior_shape``, then only starting values) a log-uniform
         hyperprior on [0.02, 5] and draw each of them every sweep, the prior
@@ -221,10 +219,7 @@ class PrivatePoissonMF(
         ``component_prior_shape_`` are their posterior means. Under heavy noise
         the likelihood barely pins small rates, and a fixed sparse shape pulls
         the sampled true counts, and so the total rate, towards zero; drawn,
-        the shapes follow the data. False keeps them fixed. "auto" keeps the
-        shapes the validation search of "auto" prior shapes chose fixed (they
-        predict held-out counts better than drawn ones) and draws them
-        otherwise (given shapes, or no search).
+        the shapes follow the data. False keeps them fixed.
     max_iter : int, default=200
         Maximum number of CAVI sweeps (also used by :meth:`transform`).
     tol : float, default=1e-4
@@ -428,7 +423,7 @@ class PrivatePoissonMF(
             StrOptions({"auto"}),
         ],
         "empirical_bayes": ["boolean"],
-        "sample_prior_shapes": ["boolean", StrOptions({"auto"})],
+        "sample_prior_shapes": ["boolean"],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="left")],
         "evaluate_every": [Interval(Integral, 1, None, closed="left")],
@@ -454,7 +449,7 @@ class PrivatePoissonMF(
         component_prior_shape="auto",
         component_prior_rate="auto",
         empirical_bayes=False,
-        sample_prior_shapes="auto",
+        sample_prior_shapes=True,
         max_iter=200,
         tol=1e-4,
         evaluate_every=5,
@@ -745,7 +740,7 @@ class PrivatePoissonMF(
         else:
             pairs = [(factor, value) for value in _COMPONENT_SHAPES]
         n_rows = X.shape[0]
-        if (self.empirical_bayes or n_rows < _SHAPE_SEARCH_MIN_ROWS
+        if (self.solver != "cavi" or self.empirical_bayes or n_rows < _SHAPE_SEARCH_MIN_ROWS
                 or isinstance(X, (DaskRowBlocks, np.memmap))):
             return pairs[:1]
         n_validation = max(2, round(_SHAPE_VALIDATION_SHARE * n_rows))
@@ -758,12 +753,10 @@ class PrivatePoissonMF(
         scores, similarities = [], []
         for shapes in pairs:
             # X is prepared (privatized already with privatize=True): the
-            # search fits and scores that one release, it makes no other.
-            # CAVI for either solver: a sampler run per candidate would cost
-            # far more, and its fixed shapes are then what CAVI found.
+            # search fits and scores that one release, it makes no other
             model = clone(self).set_params(
-                solver="cavi", factor_prior_shape=shapes[0],
-                component_prior_shape=shapes[1], privatize=False, verbose=0)
+                factor_prior_shape=shapes[0], component_prior_shape=shapes[1],
+                privatize=False, verbose=0)
             model.n_features_in_, model._noise_rng = X.shape[1], None
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -788,10 +781,6 @@ class PrivatePoissonMF(
         # fit to all the rows starts elsewhere and may keep them apart
         candidates = [pairs[i] for i in ranked] + [
             pair for i, pair in enumerate(pairs) if i not in ranked]
-        if self.solver != "cavi":
-            # a sampler run per pair tried would cost several fits: it runs
-            # once, and the similarity warning tells when components coincide
-            return candidates[:1]
         # whether CAVI's components coincide can depend on the random start
         # alone (sparse text under heavy noise): the first pair gets more
         # starts before the next pair is tried
@@ -850,10 +839,6 @@ class PrivatePoissonMF(
         else:
             from ._mcmc import fit_mcmc_chains
 
-            sample_shapes = self.sample_prior_shapes
-            if sample_shapes == "auto":
-                sample_shapes = self.prior_shape_search_ is None
-
             with self._progress(_MCMC_LINE, self.n_burn_in + self.n_kept_samples,
                                 "MCMC"):
                 result = fit_mcmc_chains(
@@ -861,7 +846,7 @@ class PrivatePoissonMF(
                     theta_prior=theta_prior, phi_prior=phi_prior,
                     n_burn_in=self.n_burn_in, n_kept=self.n_kept_samples,
                     n_chains=self.n_chains, n_jobs=self.n_jobs, rng=rng,
-                    verbose=solver_verbose, sample_shapes=sample_shapes,
+                    verbose=solver_verbose, sample_shapes=self.sample_prior_shapes,
                 )
             if result["rhat"] > RHAT_WARNING_THRESHOLD:  # False for NaN
                 warnings.warn(
