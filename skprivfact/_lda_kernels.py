@@ -1,4 +1,4 @@
-"""numba kernels of :class:`~skprivfact.lda.DPLDA`: E-step and bound.
+"""numba kernels of :class:`~skprivfact.lda.DPLDA`: E-step, bound and held-out likelihood.
 
 Each document's statistic is clipped inside the E-step with the shared kernel
 :func:`skprivfact._clip_kernels.clip_frobenius_inplace`.
@@ -25,6 +25,7 @@ from ._clip_kernels import clip_frobenius_inplace
 __all__ = [
     "digamma",
     "doc_log_likelihood_bound",
+    "doc_log_likelihood_draws",
     "e_step",
 ]
 
@@ -237,3 +238,27 @@ def doc_log_likelihood_bound(
                 )
             total += data[idx] * (largest + math.log(acc))
     return total
+
+
+@njit(cache=True, nogil=True)
+def doc_log_likelihood_draws(
+    indptr, indices, data, row_start, doc_topic_draws, topic_word_t, out
+):
+    """out[i, s] = sum_w n_dw log sum_k theta_sk beta_kw for d = row_start + i.
+
+    ``doc_topic_draws[i, s]`` is the s-th draw of the topic proportions theta
+    of document d, and ``topic_word_t`` holds the topics beta transposed
+    (their entries are positive, so each mixture is).
+    """
+    n_rows, n_draws, n_topics = doc_topic_draws.shape
+    for i in range(n_rows):
+        d = row_start + i
+        for s in range(n_draws):
+            total = 0.0
+            for idx in range(indptr[d], indptr[d + 1]):
+                word = indices[idx]
+                acc = 0.0
+                for k in range(n_topics):
+                    acc += doc_topic_draws[i, s, k] * topic_word_t[word, k]
+                total += data[idx] * (math.log(acc) if acc > 0.0 else -np.inf)
+            out[i, s] = total

@@ -17,6 +17,7 @@ from sklearn.model_selection import GridSearchCV
 
 from skprivfact import _lda_kernels, lda, privacy
 from skprivfact.accounting import RDPAccountant
+from skprivfact.datasets import get_data_home
 from skprivfact.exceptions import PrivacyBudgetExceededError
 from skprivfact.lda import DPLDA
 from skprivfact.mechanisms import clip_frobenius
@@ -197,6 +198,120 @@ def test_clip_kernel_certifies_boundary_and_tiny_blocks():
         )
 
 
+def _with_topics(topics, doc_topic_prior):
+    """A DPLDA holding the given topics (rows of word probabilities)."""
+    model = DPLDA(topics.shape[0], epsilon=INF, batch_size=1)
+    model.n_features_in_ = topics.shape[1]
+    model.components_ = np.asarray(topics, dtype=np.float64) * 1e6
+    model.exp_dirichlet_component_ = np.exp(
+        lda._dirichlet_expectation_2d(model.components_)
+    )
+    model.doc_topic_prior_ = doc_topic_prior
+    model.topic_word_prior_ = 1.0
+    return model
+
+
+def test_importance_likelihood_of_one_topic_is_the_unigram_likelihood(corpus):
+    X, _ = corpus
+    unigram = DPLDA(1, epsilon=INF, batch_size=None).fit(X)
+    probabilities = unigram.components_[0] / unigram.components_[0].sum()
+    exact = np.asarray(X.sum(axis=0)).ravel() @ np.log(probabilities)
+    # One topic: every draw of the proportions is 1, each weight is exact.
+    for n_draws, seed in [(1, 0), (3, 1), (50, 2)]:
+        assert unigram.score(
+            X, method="importance", n_draws=n_draws, random_state=seed
+        ) == pytest.approx(exact, rel=1e-12)
+    assert unigram.perplexity(X, method="importance") == pytest.approx(
+        math.exp(-exact / X.sum()), rel=1e-12
+    )
+
+
+def test_importance_likelihood_agrees_with_numerical_integration():
+    from scipy.integrate import quad
+
+    topics = np.array([[0.5, 0.3, 0.1, 0.1], [0.05, 0.05, 0.3, 0.6]])
+    alpha = 0.7
+    model = _with_topics(topics, alpha)
+    documents = np.array([[2, 1, 0, 0], [0, 0, 1, 3], [1, 1, 1, 1], [0, 5, 0, 0]])
+    for counts in documents:
+        # p(w) = int prod_w (t beta_1w + (1 - t) beta_2w)^n_w Beta(t | alpha, alpha) dt
+        def integrand(t, counts=counts):
+            mixture = t * topics[0] + (1 - t) * topics[1]
+            return np.prod(mixture**counts) * stats.beta.pdf(t, alpha, alpha)
+
+        exact = math.log(quad(integrand, 0, 1, points=[0.5], limit=200)[0])
+        estimate = model.score(
+            sp.csr_matrix(counts[np.newaxis].astype(float)),
+            method="importance",
+            n_draws=200000,
+            random_state=0,
+        )
+        assert estimate == pytest.approx(exact, abs=2e-3)
+        # The bound (document part, at E[log beta] ~ log beta here) is below.
+        assert model.score(sp.csr_matrix(counts[np.newaxis].astype(float))) < exact
+
+
+def test_importance_likelihood_errs_low_and_tightens_with_draws():
+    topics = np.array([[0.7, 0.1, 0.1, 0.1], [0.1, 0.1, 0.1, 0.7]])
+    model = _with_topics(topics, 0.3)
+    document = sp.csr_matrix(np.array([[3.0, 0.0, 1.0, 2.0]]))
+    reference = model.score(document, method="importance", n_draws=200000, random_state=0)
+    few = [
+        model.score(document, method="importance", n_draws=2, random_state=seed)
+        for seed in range(400)
+    ]
+    many = [
+        model.score(document, method="importance", n_draws=100, random_state=seed)
+        for seed in range(400)
+    ]
+    # The log of an unbiased mean errs low on average (Jensen), less with
+    # more draws.
+    assert np.mean(few) < np.mean(many) < reference + 1e-3
+    assert np.std(many) < np.std(few)
+
+
+def test_importance_likelihood_arguments_and_edge_cases(corpus):
+    X, _ = corpus
+    model = DPLDA(3, epsilon=INF, batch_size=500, random_state=0).fit(X[:1000])
+    kwargs = {"method": "importance", "n_draws": 20, "random_state": 3}
+    assert model.score(X[:50], **kwargs) == model.score(X[:50], **kwargs)
+    assert model.perplexity(X[:50], **kwargs) == pytest.approx(
+        math.exp(-model.score(X[:50], **kwargs) / X[:50].sum()), rel=1e-12
+    )
+    # Documents without words have nothing to predict.
+    empty = sp.csr_matrix((3, X.shape[1]))
+    assert model.score(empty, **kwargs) == 0.0
+    assert math.isnan(model.perplexity(empty, **kwargs))
+    with pytest.raises(ValueError, match="method must be 'bound' or 'importance'"):
+        model.score(X, method="exact")
+    with pytest.raises(ValueError, match="n_draws must be an integer >= 1"):
+        model.perplexity(X, method="importance", n_draws=0)
+    with pytest.raises(ValueError, match="applies to the bound"):
+        model.perplexity(X, method="importance", include_topic_word_bound=True)
+
+
+SOTU_COUNTS = get_data_home() / "sotu" / "sotu_counts_csr.npz"
+
+
+@pytest.mark.skipif(not SOTU_COUNTS.exists(), reason="../shared/data/sotu absent")
+def test_bound_ranks_topics_below_a_unigram_the_likelihood_ranks_above():
+    # SOTU paragraphs (about 24 words): the bound charges each paragraph the
+    # KL term of its topic proportions, so it ranks ten topics below the
+    # unigram; the held-out likelihood ranks them above.
+    X = sp.load_npz(SOTU_COUNTS).astype(np.float64).tocsr()
+    order = np.random.RandomState(0).permutation(X.shape[0])
+    train, test = X[order[1000:5000]], X[order[:1000]]
+    topics = DPLDA(10, epsilon=INF, batch_size=400, max_iter=2, random_state=0).fit(
+        train
+    )
+    unigram = DPLDA(1, epsilon=INF, batch_size=None).fit(train)
+    assert topics.perplexity(test) > 1.05 * unigram.perplexity(test)
+    importance = {"method": "importance", "random_state": 0}
+    assert topics.perplexity(test, **importance) < 0.95 * unigram.perplexity(
+        test, **importance
+    )
+
+
 def test_bound_matches_scikit_learn_perplexity(corpus):
     X, _ = corpus
     reference = LatentDirichletAllocation(
@@ -264,9 +379,9 @@ def test_pooled_topics_floor_each_word_total_once():
         ]
     )
     topics = lda._pooled_topics(average, noise_std, prior)
-    smoothing = math.sqrt(3) * noise_std
+    smoothing = 0.5 * math.sqrt(3) * noise_std
     # Each word's mass is its total over the topics floored at zero once,
-    # plus the noise std of that total (sqrt(K) noise_std).
+    # plus half the noise std of that total (sqrt(K) noise_std).
     expected_totals = np.maximum(average.sum(axis=0), 0.0) + smoothing
     np.testing.assert_allclose((topics - prior).sum(axis=0), expected_totals)
     # A word with no signal (negative total, entries all floored) is shared
