@@ -94,10 +94,10 @@ def test_fit_allocates_no_dense_copy_of_the_matrix(monkeypatch):
     # what remains is the factors' state, O((rows + columns) x K), and one
     # block's buffers: 0.8 bytes an entry here (measured)
     assert peaks[0.1] < 1.0 * X_noisy.size
-    # the search of "auto" shapes fits 90% of the rows gathered block by
-    # block and keeps the other 10% to score: 1.5 bytes an entry (measured);
+    # the search of "auto" shapes fits 80% of the rows gathered block by
+    # block and keeps the other 20% to score: 1.9 bytes an entry (measured);
     # a copy of the rows would add 2
-    assert peaks["auto"] < 1.7 * X_noisy.size
+    assert peaks["auto"] < 2.1 * X_noisy.size
 
 
 def test_dask_fit_equals_in_memory_fit(noisy, monkeypatch):
