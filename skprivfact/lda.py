@@ -1260,34 +1260,30 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         prior = np.full(self.n_components, float(self.doc_topic_prior_))
         posterior = self._unnormalized_transform(X)
         n_from_posterior = (n_draws + 1) // 2
-        shares = [(n_from_posterior, None), (n_draws - n_from_posterior, prior)]
-        shares = [(n, c) for n, c in shares if n > 0]
         indptr, indices, data = _csr_arrays(X)
         has_words = np.diff(indptr) > 0
         n_rows = max(1, _IMPORTANCE_BLOCK_ENTRIES // (n_draws * self.n_components))
         total = 0.0
         for start in range(0, X.shape[0], n_rows):
             stop = min(start + n_rows, X.shape[0])
-            block_posterior = posterior[start:stop, np.newaxis, :]
+            # (number of draws, concentration of shape (rows, 1, K)) of each
+            # component of the proposal
+            proposals = [
+                (n_from_posterior, posterior[start:stop, np.newaxis, :]),
+                (
+                    n_draws - n_from_posterior,
+                    np.broadcast_to(prior, (stop - start, 1, prior.size)),
+                ),
+            ]
+            proposals = [(n, c) for n, c in proposals if n > 0]
             log_theta = np.concatenate(
-                [
-                    _log_dirichlet_draws(
-                        posterior[start:stop] if c is None
-                        else np.broadcast_to(c, (stop - start, c.size)),
-                        n,
-                        rng,
-                    )
-                    for n, c in shares
-                ],
+                [_log_dirichlet_draws(c[:, 0, :], n, rng) for n, c in proposals],
                 axis=1,
             )
             log_proposal = logsumexp(
                 [
-                    math.log(n / n_draws)
-                    + _log_dirichlet_density(
-                        log_theta, block_posterior if c is None else c
-                    )
-                    for n, c in shares
+                    math.log(n / n_draws) + _log_dirichlet_density(log_theta, c)
+                    for n, c in proposals
                 ],
                 axis=0,
             )
