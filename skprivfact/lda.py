@@ -301,7 +301,7 @@ def _check_score_method(method, n_draws, include_topic_word_bound):
     if method not in ("bound", "importance"):
         raise ValueError(f"method must be 'bound' or 'importance', got {method!r}.")
     if isinstance(n_draws, bool) or not isinstance(n_draws, Integral) or n_draws < 1:
-        raise ValueError(f"n_draws must be an integer >= 1, got {n_draws!r}.")
+        raise ValueError(f"n_draws must be an integer >= 1; got {n_draws!r}.")
     if method == "importance" and include_topic_word_bound:
         raise ValueError(
             "include_topic_word_bound=True applies to the bound, not to "
