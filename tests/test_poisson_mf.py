@@ -1,5 +1,6 @@
 """PrivatePoissonMF: recovery, likelihoods, reproducibility and errors."""
 
+import itertools
 import math
 import pickle
 import warnings
@@ -27,6 +28,7 @@ from skprivfact.poisson_mf._mcmc import (
     _start_row,
     _uniform,
     draw_prior_shape,
+    infer_rows,
     split_rhat,
 )
 from skprivfact.poisson_mf._noisy_count import draw_true_count
@@ -112,6 +114,102 @@ def test_private_mcmc_beats_naive(synthetic):
     assert mae_private < 0.6 * mae_naive
     assert private.loglik_samples_.shape == (1, 100)
     assert np.all(np.isfinite(private.components_))
+
+
+def _exact_row_posterior_mean(row, phi, shape, rate, alpha=None, max_count=40):
+    """E[theta | row] with phi (K, V) held fixed, by enumerating the true
+    counts and their split over the components: given them, theta_k is
+    Gamma(shape_k + s_k, rate_k + sum_v phi_kv) (s_k the component's total),
+    and a split's weight is theta integrated out, times the noise's
+    probability of the row given the true counts (two-sided geometric)."""
+    n_components, n_cols = phi.shape
+    options = []
+    for v in range(n_cols):
+        totals = range(max_count + 1) if alpha is not None else [int(row[v])]
+        options.append([split for total in totals
+                        for split in itertools.product(range(total + 1), repeat=n_components)
+                        if sum(split) == total])
+    exposure = rate + phi.sum(axis=1)
+    log_weights, means = [], []
+    for splits in itertools.product(*options):
+        counts = np.array(splits).T  # (K, V)
+        totals = counts.sum(axis=1)
+        log_weight = (special.gammaln(shape + totals) - (shape + totals) * np.log(exposure)).sum()
+        log_weight += (counts * np.log(phi) - special.gammaln(counts + 1)).sum()
+        if alpha is not None:
+            log_weight += (np.abs(row - counts.sum(axis=0)) * math.log(alpha)).sum()
+        log_weights.append(log_weight)
+        means.append((shape + totals) / exposure)
+    weights = np.exp(np.array(log_weights) - max(log_weights))
+    return weights @ np.array(means) / weights.sum()
+
+
+def test_row_sampler_matches_the_exact_posterior_mean_of_a_noisy_row():
+    # one component, phi held fixed (a posterior of negligible variance)
+    alpha = math.exp(-1.0)
+    phi = np.array([[0.5, 1.5, 1.0]])
+    row = np.array([3.0, -1.0, 2.0])
+    shape, rate = np.array([0.7]), np.array([0.5])
+    exact = _exact_row_posterior_mean(row, phi, shape, rate, alpha)[0]
+    n_rows = 4000
+    rows = np.tile(row, (n_rows, 1))
+    sharp = np.full(phi.shape, 1e10)
+    draws = infer_rows(rows, alpha, sharp, sharp / phi, (shape, rate),
+                       np.ones((n_rows, 1)), n_burn_in=30, n_kept=60, seed=0)[:, 0]
+    # each row runs its own chain: the rows' means are independent
+    standard_error = draws.std() / math.sqrt(n_rows)
+    assert standard_error < 0.01 * exact
+    assert abs(draws.mean() - exact) < 4 * standard_error
+    # the sampler tells the noise apart: the row read as clean counts
+    # (negatives at zero) has a posterior mean far from this one
+    as_clean = _exact_row_posterior_mean(np.maximum(row, 0), phi, shape, rate)[0]
+    assert abs(as_clean - exact) > 20 * standard_error
+    # the same seed gives the same draws
+    again = infer_rows(rows, alpha, sharp, sharp / phi, (shape, rate),
+                       np.ones((n_rows, 1)), n_burn_in=30, n_kept=60, seed=0)[:, 0]
+    np.testing.assert_array_equal(again, draws)
+
+
+def test_row_sampler_matches_the_exact_posterior_mean_of_a_clean_row():
+    # two components, phi held fixed: the split of each count is sampled
+    phi = np.array([[1.0, 0.2, 0.1], [0.1, 0.3, 1.2]])
+    row = np.array([2.0, 0.0, 3.0])
+    shape, rate = np.array([0.5, 0.9]), np.array([0.4, 0.6])
+    exact = _exact_row_posterior_mean(row, phi, shape, rate)
+    n_rows = 4000
+    rows = sp.csr_matrix(np.tile(row, (n_rows, 1)))
+    sharp = np.full(phi.shape, 1e10)
+    draws = infer_rows(rows, None, sharp, sharp / phi, (shape, rate), np.ones((n_rows, 2)),
+                       n_burn_in=30, n_kept=60, seed=1)
+    standard_error = draws.std(axis=0) / math.sqrt(n_rows)
+    assert np.all(standard_error < 0.02 * exact)
+    assert np.all(np.abs(draws.mean(axis=0) - exact) < 4 * standard_error)
+    # a sampler that split each count evenly would be caught: the exact
+    # means are far from the prior's share of the row
+    assert np.all(np.abs(exact - (shape + row.sum() / 2) / (rate + phi.sum(axis=1)))
+                  > 20 * standard_error)
+
+
+def test_sampler_fit_transforms_rows_by_gibbs_sweeps_and_a_cavi_refit_does_not(synthetic):
+    _, X_noisy, _ = synthetic
+    model = PrivatePoissonMF(5, epsilon=EPSILON, solver="mcmc", n_burn_in=20,
+                             n_kept_samples=20, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.fit(X_noisy)
+    first = model.transform(X_noisy[:30])
+    # fixed streams: the same rows, the same factors
+    np.testing.assert_array_equal(model.transform(X_noisy[:30]), first)
+    # the sweeps move the rows from CAVI's factors
+    cavi_rows = model._infer_rows(model._check_input(X_noisy[:30], reset=False)[0],
+                                  fit_scale=True)[0]
+    assert np.abs(first - cavi_rows).max() > 1e-3 * cavi_rows.max()
+    # refitted by CAVI, transform is CAVI's again: fit_transform agrees with it
+    model.set_params(solver="cavi", max_iter=50)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        factors = model.fit_transform(X_noisy)
+    np.testing.assert_allclose(model.transform(X_noisy), factors, rtol=1e-10)
 
 
 @pytest.mark.parametrize("shape", [0.1, 0.7, 3.0])

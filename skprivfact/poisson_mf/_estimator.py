@@ -89,6 +89,11 @@ _SHAPE_SEARCH_MIN_ROWS = 200
 # CAVI fits to all the rows with the first pair from this many more random
 # starts, when its components coincide, before the next pair.
 _SHAPE_RESTARTS = 4
+# Gibbs sweeps of transform after a sampler's fit (at most n_burn_in and
+# n_kept_samples): the rows start at CAVI's factors and mix within a few
+# tens of sweeps, since phi is not sampled from the rows.
+_ROW_SAMPLER_BURN_IN = 100
+_ROW_SAMPLER_KEPT = 200
 
 
 def _row_blocks(X):
@@ -360,9 +365,18 @@ class PrivatePoissonMF(
     :class:`~sklearn.decomposition.NMF` does. float32 input gives float32
     ``components_`` and factors (the solvers compute in float64 and the
     variational parameters stay float64).
-    :meth:`transform` runs CAVI sweeps for the new rows with q(phi) fixed,
-    for either solver (after MCMC, q(phi) is the gamma matching the mean and
-    variance of the samples of phi).
+    :meth:`transform` runs CAVI sweeps for the new rows with q(phi) fixed
+    (after MCMC, q(phi) is the gamma matching the mean and variance of the
+    samples of phi). After MCMC it then continues from CAVI's factors with
+    Gibbs sweeps of the sampler over the new rows (up to 100 discarded and
+    200 kept, at most ``n_burn_in`` and ``n_kept_samples``), phi drawn from
+    q(phi) in every sweep, and returns the mean of the kept factors: the
+    sampler's posterior mean, as the fit's are (mean-field row inference
+    under the sparse factor prior the sampler draws puts each row on too
+    few components, which costs held-out likelihood). The sweeps' streams are
+    fixed at fit time: the same rows give the same factors in every call
+    (a row's factors depend on the other rows given with it only through
+    the streams).
 
     Clean counts (``epsilon=None``) may be sparse; the work is then
     proportional to the non-zeros. Noisy counts are dense by nature (every
@@ -837,6 +851,7 @@ class PrivatePoissonMF(
             self.n_iter_ = result["n_iter"]
             self.count_scale_ = result["count_scale"]
             self.objective_trace_ = np.array(result["objective_trace"]).reshape(-1, 2)
+            self.__dict__.pop("_row_sampler_seed", None)
             row_factors = None  # below, once the fitted attributes are set
         else:
             from ._mcmc import fit_mcmc_chains
@@ -874,6 +889,9 @@ class PrivatePoissonMF(
                 ]
             )
             row_factors = result["theta_mean"]
+            # the streams of transform's Gibbs sweeps: the same rows get the
+            # same factors in every call
+            self._row_sampler_seed = int(rng.randint(np.iinfo(np.int32).max))
         self.components_ = (self.component_shape_ / self.component_rate_).astype(
             dtype, copy=False)
         self.alpha_ = alpha
@@ -936,9 +954,11 @@ class PrivatePoissonMF(
         return self._fit(X)
 
     def _infer_rows(self, X, fit_scale=False, return_result=False):
-        """E[theta] for prepared rows X with q(phi) held fixed (CAVI); with
-        ``fit_scale``, also the count scale fitted on X; with
-        ``return_result``, the solver's result instead."""
+        """E[theta] for prepared rows X with the components held fixed: CAVI
+        with q(phi) fixed, then for a sampler's fit Gibbs sweeps from there
+        with phi drawn from its fitted posterior; with ``fit_scale``, the
+        CAVI factors and the count scale fitted on X; with
+        ``return_result``, CAVI's result instead."""
         alpha = self.alpha_
         n_rows = X.shape[0]
         K = self.n_components
@@ -966,7 +986,24 @@ class PrivatePoissonMF(
         if return_result:
             return result
         row_factors = result["theta_shape"] / result["theta_rate"]
-        return (row_factors, result["count_scale"]) if fit_scale else row_factors
+        if fit_scale:
+            return row_factors, result["count_scale"]
+        row_sampler_seed = self.__dict__.get("_row_sampler_seed")
+        if row_sampler_seed is not None:
+            # after a sampler's fit, Gibbs sweeps from CAVI's factors: on its
+            # own, mean-field row inference under the sampler's sparse factor
+            # prior puts each row on too few components, and held-out counts
+            # paid for it
+            from ._mcmc import infer_rows
+
+            row_factors = infer_rows(
+                X, alpha,
+                self.component_shape_, self.component_rate_, theta_prior, row_factors,
+                n_burn_in=min(self.n_burn_in, _ROW_SAMPLER_BURN_IN),
+                n_kept=min(self.n_kept_samples, _ROW_SAMPLER_KEPT),
+                seed=row_sampler_seed,
+            )
+        return row_factors
 
     def _start_online_statistics(self, X):
         """The statistics that partial_fit accumulates, from a fit to X:
@@ -1070,7 +1107,8 @@ class PrivatePoissonMF(
         Returns
         -------
         X_new : ndarray of shape (n_samples, n_components)
-            E[theta] of each row.
+            E[theta] of each row: CAVI's with q(phi) fixed, or after MCMC
+            the mean of Gibbs sweeps over the rows (see Notes).
         """
         check_is_fitted(self)
         dtype = _output_dtype(X)

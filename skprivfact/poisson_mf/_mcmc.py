@@ -366,6 +366,64 @@ def run_chain(X, alpha, n_components, theta_prior, phi_prior, n_burn_in, n_kept,
             shape_sums / n_kept)
 
 
+# Rows of one block of infer_rows (its true-count and rate buffers are rows x
+# columns): about 32 MB of each whatever the number of rows.
+_INFER_BLOCK_ENTRIES = 2**22
+
+
+@blas_single_threaded
+def infer_rows(X, alpha, component_shape, component_rate, theta_prior, theta_start,
+               n_burn_in, n_kept, seed):
+    """Posterior mean of the factors of the rows ``X`` given the fitted
+    components, by Gibbs sampling: the sweeps of the sampler with the rows'
+    factors drawn from their conditional and phi drawn in every sweep from
+    its fitted posterior (the gamma ``(component_shape, component_rate)``
+    matching the mean and variance of the chain's samples), so the rows'
+    factors average over the components' uncertainty as the fit's did.
+
+    ``X`` is CSR float64 clean counts (``alpha`` None) or dense noisy
+    counts; ``theta_start`` (n_rows, K) the start (CAVI's row inference).
+    The rows are taken in blocks, each with its own streams from ``seed``.
+    """
+    n_rows, n_cols = X.shape
+    n_components = component_shape.shape[0]
+    theta_prior_shape, theta_prior_rate = theta_prior
+    rng = np.random.default_rng(seed)
+    block_rows = max(1, _INFER_BLOCK_ENTRIES // max(n_cols, 1))
+    n_chunks = max(1, min(numba.get_num_threads(), n_rows, block_rows))
+    col_totals_chunks = np.zeros((n_chunks, n_cols, n_components))
+    component_scale = 1.0 / component_rate
+    out = np.empty((n_rows, n_components))
+    for first in range(0, n_rows, block_rows):
+        rows = slice(first, min(first + block_rows, n_rows))
+        kernel_seed = int(rng.integers(0, 2**63))
+        theta = np.maximum(np.array(theta_start[rows], dtype=np.float64), _FACTOR_FLOOR)
+        row_totals = np.zeros_like(theta)
+        theta_sum = np.zeros_like(theta)
+        if alpha is None:
+            block = X[rows]
+        else:
+            block = np.ascontiguousarray(X[rows], dtype=np.float64)
+            rates = np.empty(block.shape)
+        for sweep in range(n_burn_in + n_kept):
+            phi = np.maximum(rng.gamma(component_shape, component_scale), _FACTOR_FLOOR)
+            phi_t = np.ascontiguousarray(phi.T)
+            if alpha is None:
+                _clean_sweep(block.indptr, block.indices, block.data, theta, phi_t,
+                             kernel_seed, sweep, row_totals, col_totals_chunks)
+            else:
+                np.matmul(theta, phi, out=rates)
+                _private_sweep(block, theta, phi_t, rates, alpha, kernel_seed, sweep,
+                               row_totals, col_totals_chunks, False)
+            theta = rng.gamma(theta_prior_shape + row_totals) / (
+                theta_prior_rate + phi.sum(axis=1))
+            np.maximum(theta, _FACTOR_FLOOR, out=theta)
+            if sweep >= n_burn_in:
+                theta_sum += theta
+        out[rows] = theta_sum / n_kept
+    return out
+
+
 def fit_mcmc_chains(X, alpha, n_components, *, theta_prior, phi_prior, n_burn_in,
                     n_kept, n_chains, n_jobs, rng, verbose=0, sample_shapes=False):
     """Run ``n_chains`` Gibbs chains (in parallel with joblib) and pool them."""
