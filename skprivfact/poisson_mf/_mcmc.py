@@ -379,7 +379,9 @@ def infer_rows(X, alpha, component_shape, component_rate, theta_prior, theta_sta
     factors drawn from their conditional and phi drawn in every sweep from
     its fitted posterior (the gamma ``(component_shape, component_rate)``
     matching the mean and variance of the chain's samples), so the rows'
-    factors average over the components' uncertainty as the fit's did.
+    factors average over the components' uncertainty as the fit's did. The
+    mean is Rao-Blackwellized: each kept sweep adds the conditional mean of
+    the factors given its sub-counts and phi.
 
     ``X`` is CSR float64 clean counts (``alpha`` None) or dense noisy
     counts; ``theta_start`` (n_rows, K) the start (CAVI's row inference).
@@ -415,11 +417,15 @@ def infer_rows(X, alpha, component_shape, component_rate, theta_prior, theta_sta
                 np.matmul(theta, phi, out=rates)
                 _private_sweep(block, theta, phi_t, rates, alpha, kernel_seed, sweep,
                                row_totals, col_totals_chunks, False)
-            theta = rng.gamma(theta_prior_shape + row_totals) / (
-                theta_prior_rate + phi.sum(axis=1))
-            np.maximum(theta, _FACTOR_FLOOR, out=theta)
+            shape = theta_prior_shape + row_totals
+            rate = theta_prior_rate + phi.sum(axis=1)
             if sweep >= n_burn_in:
-                theta_sum += theta
+                # Rao-Blackwellized: the conditional mean given the sweep's
+                # sub-counts and phi, not the draw; the Monte Carlo noise of
+                # the average costs held-out likelihood
+                theta_sum += shape / rate
+            theta = rng.gamma(shape) / rate
+            np.maximum(theta, _FACTOR_FLOOR, out=theta)
         out[rows] = theta_sum / n_kept
     return out
 
