@@ -35,7 +35,10 @@ Also printed: the fitted mean training rate over the clean data's mean count
 (private fits), and the largest cosine similarity between two components with
 the number of distinct top-8 word lists, for the private fits and for CAVI on
 the clean training counts (per K, also the largest cosine of MCMC on the clean
-training counts for the ``--mcmc-seeds``: the sampler's own reference).
+training counts for the ``--mcmc-seeds``: the sampler's own reference). On
+PBMC the same two figures for the mean profiles of the ten FACS-sorted
+populations (``cells.tsv``) over the same genes show how similar distinct
+cell types are in these data.
 """
 
 import argparse
@@ -119,6 +122,29 @@ def component_summary(components, n_top=8):
     return float(similarity.max()), len(tops)
 
 
+def labelled_population_summary(n_words):
+    """PBMC only: (largest cosine similarity between the mean profiles of the
+    FACS-sorted populations over the ``n_words`` columns ``load`` keeps, pairs
+    above the warning's 0.95, number of pairs, distinct top-8 gene sets,
+    populations), the scale of similarity between distinct patterns in these
+    data; None when the files are absent."""
+    folder = DATA / "pbmc_facs"
+    if not (folder / "cells.tsv").exists():
+        return None
+    X = sp.load_npz(folder / "counts_csr.npz").tocsr()
+    with open(folder / "cells.tsv") as handle:
+        next(handle)
+        labels = np.array([line.split("\t")[1] for line in handle])
+    top = np.argsort(-np.asarray(X.sum(axis=0)).ravel(), kind="stable")[:n_words]
+    X = X[:, np.sort(top)]
+    profiles = np.array([np.asarray(X[labels == label].mean(axis=0)).ravel()
+                         for label in np.unique(labels)])
+    unit = profiles / np.linalg.norm(profiles, axis=1, keepdims=True)
+    pairs = (unit @ unit.T)[np.triu_indices(len(profiles), 1)]
+    largest, n_distinct = component_summary(profiles)
+    return largest, int((pairs > 0.95).sum()), pairs.size, n_distinct, len(profiles)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--datasets", nargs="+", default=["sotu", "kos", "pbmc"])
@@ -146,6 +172,11 @@ def main():
         test, train = X[order[:n_test]], X[order[n_test:]]
         print(f"\n{name}: {train.shape[0]} training + {n_test} held-out rows x {X.shape[1]} "
               f"columns, mean count {train.mean():.4f}", flush=True)
+        if name == "pbmc" and (populations := labelled_population_summary(args.words)):
+            largest, n_above, n_pairs, n_distinct, n_populations = populations
+            print(f" the {n_populations} FACS-sorted populations' mean profiles: largest cosine "
+                  f"{largest:.3f}, {n_above} of {n_pairs} pairs above 0.95, distinct top-8 "
+                  f"gene lists {n_distinct}/{n_populations}", flush=True)
         for n_components in args.components:
             clean, clean_mcmc = {}, {}
             for seed in args.seeds:

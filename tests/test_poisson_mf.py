@@ -681,7 +681,8 @@ def test_coinciding_components_are_reported(synthetic):
     X, X_noisy, _ = synthetic
     # rank-1 counts: three components can only repeat one pattern
     rank_one = np.outer(np.arange(1, 31), np.arange(1, 11))
-    with pytest.warns(UserWarning, match="cosine similarity"):
+    with pytest.warns(UserWarning, match=r"Components [0-2] and [0-2] have cosine "
+                      r"similarity 0\.9\d{3} > 0\.95 and share 8 of their 8 largest"):
         model = PrivatePoissonMF(3, random_state=0).fit(rank_one)
     assert model.max_component_similarity_ > 0.95
     with warnings.catch_warnings():
@@ -692,6 +693,28 @@ def test_coinciding_components_are_reported(synthetic):
     np.fill_diagonal(similarity, 0.0)
     assert private.max_component_similarity_ == pytest.approx(similarity.max())
     assert private.max_component_similarity_ < 0.95
+
+
+def test_most_similar_components_names_the_pair_and_their_shared_top_columns():
+    from skprivfact.poisson_mf._estimator import (
+        max_cosine_similarity,
+        most_similar_components,
+    )
+
+    decreasing = np.arange(12.0, 0.0, -1.0)  # top 8: columns 0-7
+    swapped = decreasing[[0, 1, 2, 3, 4, 5, 10, 11, 8, 9, 6, 7]]  # top 8: 0-5, 10, 11
+    components = np.array([decreasing[::-1], swapped, decreasing])
+    similarity, first, second, shared = most_similar_components(components)
+    # rows 1 and 2 are the closest pair, reported in increasing order
+    expected = swapped @ decreasing / (np.linalg.norm(swapped) * np.linalg.norm(decreasing))
+    assert (first, second, shared) == (1, 2, 6)
+    assert similarity == pytest.approx(expected)
+    assert max_cosine_similarity(components) == pytest.approx(expected)
+    assert max_cosine_similarity(components[:1]) == 0.0
+    # fewer columns than the top count: every column is shared
+    assert most_similar_components(components[:, :3], n_top=8)[3] == 3
+    assert most_similar_components(components, n_top=2)[3] == 2
+    assert most_similar_components(components[[0, 1]], n_top=2)[1:] == (0, 1, 0)
 
 
 @pytest.mark.parametrize("epsilon", [None, EPSILON])

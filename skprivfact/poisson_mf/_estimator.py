@@ -70,6 +70,8 @@ MIN_EPSILON_PER_UNIT = 1e-6
 
 # Components more similar than this (cosine) are reported as coinciding.
 SIMILARITY_WARNING = 0.95
+# Largest columns of each component compared when two are reported.
+_N_TOP_COLUMNS = 8
 # Floor of the mean count that sets the "auto" prior rates (all-zero input).
 _MIN_MEAN_COUNT = 1e-6
 
@@ -123,10 +125,21 @@ def max_cosine_similarity(components):
     """Largest cosine similarity between two rows of ``components`` (0 for one row)."""
     if components.shape[0] < 2:
         return 0.0
+    return most_similar_components(components)[0]
+
+
+def most_similar_components(components, n_top=_N_TOP_COLUMNS):
+    """The most similar pair of rows of ``components`` (at least two rows):
+    ``(cosine similarity, i, j, shared)`` with ``i < j`` and ``shared`` the
+    number of columns among the ``n_top`` largest of both rows."""
     unit = _unit_rows(components)
     similarity = unit @ unit.T
     np.fill_diagonal(similarity, -np.inf)
-    return float(similarity.max())
+    i, j = sorted(np.unravel_index(np.argmax(similarity), similarity.shape))
+    n_top = min(n_top, components.shape[1])
+    tops = np.argsort(-components[[i, j]], axis=1, kind="stable")[:, :n_top]
+    shared = np.intersect1d(tops[0], tops[1]).size
+    return float(similarity[i, j]), int(i), int(j), int(shared)
 
 
 class PrivatePoissonMF(
@@ -317,8 +330,11 @@ class PrivatePoissonMF(
         ``"bessel-mode"``, the factor of the last sweep.
     max_component_similarity_ : float
         Largest cosine similarity between two rows of ``components_``: near
-        1 means two components describe the same pattern (a warning is
-        raised above 0.95; ``verbose`` prints it).
+        1 means two components describe the same pattern (a warning naming
+        the pair and how many of their 8 largest columns they share is raised
+        above 0.95; ``verbose`` prints it). Distinct patterns of dense data,
+        such as cell types that share their most expressed genes, can also
+        exceed 0.95; their largest columns then differ.
     reconstruction_err_ : float
         ``sqrt(2 * D)``, D the generalized Kullback-Leibler divergence of the
         fitted rates from the training counts, as
@@ -676,11 +692,17 @@ class PrivatePoissonMF(
             print(f"largest cosine similarity between two components: "
                   f"{self.max_component_similarity_:.4f}")
         if self.max_component_similarity_ > SIMILARITY_WARNING:
+            # Distinct patterns of dense data can be this similar (cell types
+            # sharing their most expressed genes): the pair and the overlap of
+            # their largest columns let the user tell.
+            _, first, second, shared = most_similar_components(self.components_)
+            n_top = min(_N_TOP_COLUMNS, self.components_.shape[1])
             warnings.warn(
-                f"Two fitted components have cosine similarity "
-                f"{self.max_component_similarity_:.4f} > {SIMILARITY_WARNING}: they "
-                "describe the same pattern. Fewer components, more data or (with "
-                "privacy) a larger epsilon give distinct ones.",
+                f"Components {first} and {second} have cosine similarity "
+                f"{self.max_component_similarity_:.4f} > {SIMILARITY_WARNING} and "
+                f"share {shared} of their {n_top} largest columns: they may describe "
+                "the same pattern. Fewer components, more data or (with privacy) a "
+                "larger epsilon give distinct ones.",
                 UserWarning,
             )
         if alpha is not None and self.noise_update == "marginal":
