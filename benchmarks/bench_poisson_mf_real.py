@@ -6,7 +6,7 @@ Usage::
     python benchmarks/bench_poisson_mf_real.py [--datasets sotu kos pbmc]
         [--epsilons 1 2 5] [--components 10 20] [--seeds 0 1 2]
         [--rows 2000] [--words 1000] [--mcmc-seeds 0] [--n-burn-in 300]
-        [--n-kept 100] [--compare-shapes 0.1 0.1]
+        [--n-kept 100] [--chain-start cavi] [--compare-shapes 0.1 0.1]
 
 Each data set (../shared/data, skipped when absent) is cut to its ``--words``
 most frequent words (genes for PBMC) and ``--rows`` random non-empty rows; 10%
@@ -18,7 +18,8 @@ the factors inferred from the other half's release, so no entry is scored by
 factors fitted to it):
 
 - private CAVI and private MCMC (``PrivatePoissonMF`` with ``epsilon``; MCMC
-  for ``--mcmc-seeds`` only, it is the slow one),
+  for ``--mcmc-seeds`` only, it is the slow one, its chains started as
+  ``--chain-start`` says),
 - naive CAVI (the same model on the noisy counts clipped at 0),
 - scikit-learn's NMF(beta_loss="kullback-leibler") on the clipped counts,
 - word mean: every row gets each word's mean noisy training count,
@@ -156,6 +157,7 @@ def main():
     parser.add_argument("--words", type=int, default=1000)
     parser.add_argument("--n-burn-in", type=int, default=300)
     parser.add_argument("--n-kept", type=int, default=100)
+    parser.add_argument("--chain-start", choices=["cavi", "random"], default="cavi")
     parser.add_argument("--compare-shapes", nargs=2, type=float, default=None)
     args = parser.parse_args()
     warnings.simplefilter("ignore", ConvergenceWarning)
@@ -188,6 +190,7 @@ def main():
                     model = PrivatePoissonMF(n_components, solver="mcmc",
                                              n_burn_in=args.n_burn_in,
                                              n_kept_samples=args.n_kept,
+                                             chain_start=args.chain_start,
                                              random_state=seed).fit(train)
                     clean_mcmc[seed] = component_summary(model.components_)[0]
             print(f" K = {n_components}; clean CAVI: held-out "
@@ -220,7 +223,9 @@ def main():
                     if seed in args.mcmc_seeds:
                         mcmc = PrivatePoissonMF(n_components, epsilon=epsilon, solver="mcmc",
                                                 n_burn_in=args.n_burn_in,
-                                                n_kept_samples=args.n_kept, random_state=seed)
+                                                n_kept_samples=args.n_kept,
+                                                chain_start=args.chain_start,
+                                                random_state=seed)
                         rate["MCMC"] = mcmc.fit_transform(noisy_train) @ mcmc.components_
                         row["MCMC"] = heldout_loglik(mcmc, noisy_test, test)
                         summary["MCMC"] = component_summary(mcmc.components_)

@@ -212,6 +212,41 @@ def test_sampler_fit_transforms_rows_by_gibbs_sweeps_and_a_cavi_refit_does_not(s
     np.testing.assert_allclose(model.transform(X_noisy), factors, rtol=1e-10)
 
 
+def test_sampler_chains_start_from_a_cavi_fit_of_the_same_counts(synthetic, monkeypatch):
+    from skprivfact.poisson_mf import _mcmc
+
+    X, _, _ = synthetic
+    starts = []
+    run_chain = _mcmc.run_chain
+
+    def recording_run_chain(*args, start=None, **kwargs):
+        starts.append(start)
+        return run_chain(*args, start=start, **kwargs)
+
+    monkeypatch.setattr(_mcmc, "run_chain", recording_run_chain)
+    kwargs = {"solver": "mcmc", "n_burn_in": 0, "n_kept_samples": 1, "random_state": 0}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from_cavi = PrivatePoissonMF(5, n_chains=2, **kwargs).fit(X)
+        cavi = PrivatePoissonMF(5, random_state=1).fit(X)
+        from_random = PrivatePoissonMF(5, chain_start="random", **kwargs).fit(X)
+    assert len(starts) == 3 and starts[2] is None
+    # both chains start from the same factors: a CAVI fit's (another seed's
+    # CAVI fit finds the same five components on these clean counts)
+    np.testing.assert_array_equal(starts[0][1], starts[1][1])
+    assert starts[0][0].shape == (X.shape[0], 5)
+
+    def matched_cosines(components):
+        unit = components / np.linalg.norm(components, axis=1, keepdims=True)
+        reference = cavi.components_ / np.linalg.norm(cavi.components_, axis=1, keepdims=True)
+        return np.sum(unit[match_components(reference, components)] * reference, axis=1)
+
+    assert matched_cosines(starts[0][1]).min() > 0.99
+    # one sweep from there is close to CAVI's fit; one from a random start is not
+    assert matched_cosines(from_cavi.components_).min() > 0.9
+    assert matched_cosines(from_random.components_).min() < 0.9
+
+
 @pytest.mark.parametrize("shape", [0.1, 0.7, 3.0])
 def test_drawn_prior_shape_concentrates_on_the_true_shape(shape):
     # 3 columns of 5000 Gamma(shape, shape / mean_k) values, each column its

@@ -212,8 +212,10 @@ class PrivatePoissonMF(
         larger ones predict dense counts better. The search costs one fit per
         candidate; it is skipped, and "auto" means 0.1, with fewer than 200
         rows, for the sampler (whose shapes start at 0.1 and are drawn with
-        ``sample_prior_shapes``), with ``empirical_bayes``, and for Dask and
-        memory-mapped input. ``prior_shape_search_`` reports it.
+        ``sample_prior_shapes``; the CAVI fit it starts from with
+        ``chain_start="cavi"`` runs the search), with ``empirical_bayes``, and
+        for Dask and memory-mapped input. ``prior_shape_search_`` reports it
+        (None for the sampler).
     factor_prior_rate : float or "auto", default="auto"
         Rate b of the gamma prior of the row factors theta. "auto" sets the
         prior's scale from the data: the prior mean of every rate,
@@ -262,6 +264,18 @@ class PrivatePoissonMF(
         sparse counts under heavy noise (epsilon/N <= 2) the noise rates
         absorb most counts there, the fitted total rate shrinks and
         components coincide.
+    chain_start : {"cavi", "random"}, default="cavi"
+        MCMC only: where the chains start. "cavi" starts every chain from the
+        factors of a CAVI fit of the same model to the same counts (with its
+        "auto" prior shapes searched as for ``solver="cavi"``); "random" from
+        random factors. Under heavy noise the sampler's chain moves slowly
+        (each sweep's true counts are mostly the noise's, given the current
+        rates), and from a random start on sparse counts every component
+        settles on the same flat profile within the default sweeps (text at
+        epsilon/N = 1); from CAVI's fit they stay apart. The CAVI fit costs a
+        fraction of the sweeps'. With ``n_chains`` > 1 the chains
+        share the start, so ``rhat_`` checks their agreement from one start;
+        "random" gives dispersed starts.
     n_burn_in : int, default=1000
         MCMC sweeps discarded before keeping samples.
     n_kept_samples : int, default=500
@@ -289,7 +303,8 @@ class PrivatePoissonMF(
         solver monitors). 1 reports about every tenth of the sweeps, 2 every
         evaluation; "bar" draws a tqdm bar (``pip install skprivfact[progress]``),
         or lines when tqdm is absent. MCMC chains run in joblib worker
-        processes (``n_jobs`` > 1) print the solver's own lines.
+        processes (``n_jobs`` > 1) print the solver's own lines; the CAVI fit
+        the chains start from (``chain_start``) prints nothing.
 
     Attributes
     ----------
@@ -382,6 +397,10 @@ class PrivatePoissonMF(
     :class:`~sklearn.decomposition.NMF` does. float32 input gives float32
     ``components_`` and factors (the solvers compute in float64 and the
     variational parameters stay float64).
+    The sampler's chains start from a CAVI fit of the same model to the same
+    counts (``chain_start``): under heavy noise a chain moves slowly, and
+    from a random start on sparse text the drawn prior shapes and the
+    components drift together to dense, flat profiles that all coincide.
     :meth:`transform` runs CAVI sweeps for the new rows with q(phi) fixed
     (after MCMC, q(phi) is the gamma matching the mean and variance of the
     samples of phi). After MCMC it then continues from CAVI's factors with
@@ -461,6 +480,7 @@ class PrivatePoissonMF(
         "tol": [Interval(Real, 0, None, closed="left")],
         "evaluate_every": [Interval(Integral, 1, None, closed="left")],
         "noise_update": [StrOptions({"marginal", "bessel-mean", "bessel-mode"})],
+        "chain_start": [StrOptions({"cavi", "random"})],
         "n_burn_in": [Interval(Integral, 0, None, closed="left")],
         "n_kept_samples": [Interval(Integral, 1, None, closed="left")],
         "n_chains": [Interval(Integral, 1, None, closed="left")],
@@ -487,6 +507,7 @@ class PrivatePoissonMF(
         tol=1e-4,
         evaluate_every=5,
         noise_update="marginal",
+        chain_start="cavi",
         n_burn_in=1000,
         n_kept_samples=500,
         n_chains=1,
@@ -509,6 +530,7 @@ class PrivatePoissonMF(
         self.tol = tol
         self.evaluate_every = evaluate_every
         self.noise_update = noise_update
+        self.chain_start = chain_start
         self.n_burn_in = n_burn_in
         self.n_kept_samples = n_kept_samples
         self.n_chains = n_chains
@@ -825,6 +847,20 @@ class PrivatePoissonMF(
         # starts before the next pair is tried
         return candidates[:1] * (1 + _SHAPE_RESTARTS) + candidates[1:]
 
+    def _cavi_start(self, X, rng):
+        """(row factors, components) of a CAVI fit of this model to the
+        prepared rows ``X``, the sampler's start (see ``chain_start``)."""
+        model = clone(self).set_params(solver="cavi", privatize=False, verbose=0)
+        model.n_features_in_, model._noise_rng = X.shape[1], None
+        start_rng = check_random_state(int(rng.randint(np.iinfo(np.int32).max)))
+        with warnings.catch_warnings():
+            # the sampler's own fit is what the user is told about
+            warnings.simplefilter("ignore")
+            candidates = model._prior_shape_candidates(X, start_rng, np.float64)
+            row_factors = model._fit_candidates(X, candidates, start_rng, np.float64,
+                                                return_factors=True)
+        return row_factors, model.components_
+
     def _fit_solver(self, X, shapes, rng, dtype):
         """Fit the solver to the prepared rows ``X`` with the given prior
         shapes and set the fitted attributes (``components_`` of ``dtype``);
@@ -879,6 +915,7 @@ class PrivatePoissonMF(
         else:
             from ._mcmc import fit_mcmc_chains
 
+            start = self._cavi_start(X, rng) if self.chain_start == "cavi" else None
             with self._progress(_MCMC_LINE, self.n_burn_in + self.n_kept_samples,
                                 "MCMC"):
                 result = fit_mcmc_chains(
@@ -887,6 +924,7 @@ class PrivatePoissonMF(
                     n_burn_in=self.n_burn_in, n_kept=self.n_kept_samples,
                     n_chains=self.n_chains, n_jobs=self.n_jobs, rng=rng,
                     verbose=solver_verbose, sample_shapes=self.sample_prior_shapes,
+                    start=start,
                 )
             if result["rhat"] > RHAT_WARNING_THRESHOLD:  # False for NaN
                 warnings.warn(

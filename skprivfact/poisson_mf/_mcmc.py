@@ -289,9 +289,10 @@ def draw_prior_shape(factors, prior_mean, rng):
 
 @blas_single_threaded
 def run_chain(X, alpha, n_components, theta_prior, phi_prior, n_burn_in, n_kept,
-              seed, verbose=0, chain_index=0, sample_shapes=False):
-    """One Gibbs chain; returns posterior sums over the kept samples (and
-    the mean of the prior shapes drawn while kept, ``sample_shapes``)."""
+              seed, verbose=0, chain_index=0, sample_shapes=False, start=None):
+    """One Gibbs chain from the factors ``start`` ((theta, phi), or None for
+    a random start); returns posterior sums over the kept samples (and the
+    mean of the prior shapes drawn while kept, ``sample_shapes``)."""
     rng = np.random.default_rng(seed)
     kernel_seed = int(rng.integers(0, 2**63))
     n_rows, n_cols = X.shape
@@ -303,8 +304,12 @@ def run_chain(X, alpha, n_components, theta_prior, phi_prior, n_burn_in, n_kept,
     clean = alpha is None
     mean_count = max(float(X.sum() if clean else np.maximum(X, 0).sum()) / (n_rows * n_cols), 1e-3)
     scale = math.sqrt(mean_count / n_components)
-    theta = scale * rng.gamma(1.0, 1.0, size=(n_rows, n_components))
-    phi = scale * rng.gamma(1.0, 1.0, size=(n_components, n_cols))
+    if start is None:
+        theta = scale * rng.gamma(1.0, 1.0, size=(n_rows, n_components))
+        phi = scale * rng.gamma(1.0, 1.0, size=(n_components, n_cols))
+    else:
+        theta = np.maximum(np.array(start[0], dtype=np.float64), _FACTOR_FLOOR)
+        phi = np.maximum(np.array(start[1], dtype=np.float64), _FACTOR_FLOOR)
     # the kernels read phi a column at a time: they get phi transposed
     phi_t = np.ascontiguousarray(phi.T)
     if not clean:
@@ -431,15 +436,18 @@ def infer_rows(X, alpha, component_shape, component_rate, theta_prior, theta_sta
 
 
 def fit_mcmc_chains(X, alpha, n_components, *, theta_prior, phi_prior, n_burn_in,
-                    n_kept, n_chains, n_jobs, rng, verbose=0, sample_shapes=False):
-    """Run ``n_chains`` Gibbs chains (in parallel with joblib) and pool them."""
+                    n_kept, n_chains, n_jobs, rng, verbose=0, sample_shapes=False,
+                    start=None):
+    """Run ``n_chains`` Gibbs chains (in parallel with joblib), each from the
+    factors ``start`` (or a random start when None), and pool them."""
     if alpha is None:
         X = sp.csr_matrix(X)
         X.sum_duplicates()
     seeds = rng.randint(0, 2**31 - 1, size=n_chains)
     outputs = Parallel(n_jobs=n_jobs)(
         delayed(run_chain)(X, alpha, n_components, theta_prior, phi_prior,
-                           n_burn_in, n_kept, int(seed), verbose, index, sample_shapes)
+                           n_burn_in, n_kept, int(seed), verbose, index, sample_shapes,
+                           start=start)
         for index, seed in enumerate(seeds)
     )
     # Each chain labels its components in its own order: put every chain's in
