@@ -235,10 +235,12 @@ class PrivatePoissonMF(
         Bayes (Wang's EBPMF), alternating with the sweeps; the four prior
         parameters above are then only starting values. CAVI only.
     sample_prior_shapes : bool, default=True
-        MCMC only: give the two prior shapes (``factor_prior_shape`` and
+        MCMC only: give the prior shapes (``factor_prior_shape`` and
         ``component_prior_shape``, then only starting values) a log-uniform
-        hyperprior on [0.02, 5] and draw each of them every sweep, the prior
-        means held fixed; the fitted ``factor_prior_shape_`` and
+        hyperprior on [0.02, 5] and draw them every sweep, the prior means
+        held fixed: one factor shape per component (a pattern most rows share
+        and one few rows use differ in sparsity) and one shape shared by the
+        components. The fitted ``factor_prior_shape_`` and
         ``component_prior_shape_`` are their posterior means. Under heavy noise
         the likelihood barely pins small rates, and a fixed sparse shape pulls
         the sampled true counts, and so the total rate, towards zero; drawn,
@@ -316,8 +318,8 @@ class PrivatePoissonMF(
         Rate of the gamma q(phi).
     factor_prior_shape_ : ndarray of shape (n_components,)
         Prior shape of theta per component (fitted with empirical Bayes; the
-        posterior mean of the drawn shape with ``sample_prior_shapes`` and
-        MCMC).
+        posterior mean of the component's drawn shape with
+        ``sample_prior_shapes`` and MCMC).
     factor_prior_rate_ : ndarray of shape (n_components,)
         Prior rate of theta per component (resolved from "auto", fitted with
         empirical Bayes; the shape over the prior mean when the shape is

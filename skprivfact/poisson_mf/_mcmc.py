@@ -267,12 +267,13 @@ def split_rhat(traces):
 _FACTOR_FLOOR = 1e-300
 
 
-def draw_prior_shape(factors, prior_mean, rng):
-    """Draw the shape ``a`` shared by the Gamma(a, a / prior_mean[k]) priors of
-    the columns of ``factors`` (n, K), given the factors, under a log-uniform
-    hyperprior on ``_SHAPE_GRID`` (an exact draw from the discretised
-    conditional). The prior means stay fixed: the shape sets how sparse the
-    factors are around them."""
+def draw_prior_shape(factors, prior_mean, rng, per_column=False):
+    """Draw the shape ``a`` of the Gamma(a, a / prior_mean[k]) priors of the
+    columns of ``factors`` (n, K) under a log-uniform hyperprior on
+    ``_SHAPE_GRID`` (an exact draw from the discretised conditional): one
+    shape shared by all the columns, or with ``per_column`` one per column,
+    each from its own column's conditional. Returns the K shapes. The prior
+    means stay fixed: the shape sets how sparse the factors are around them."""
     n_values = factors.shape[0]
     log_sum = np.log(factors).sum(axis=0)
     factor_sum = factors.sum(axis=0)
@@ -282,9 +283,14 @@ def draw_prior_shape(factors, prior_mean, rng):
         n_values * (shapes * np.log(rates) - gammaln(shapes))
         + (shapes - 1.0) * log_sum[None, :]
         - rates * factor_sum[None, :]
-    ).sum(axis=1)
-    weights = np.exp(log_density - log_density.max())
-    return float(_SHAPE_GRID[rng.choice(_SHAPE_GRID.size, p=weights / weights.sum())])
+    )
+    if not per_column:
+        log_density = log_density.sum(axis=1, keepdims=True)
+    cumulative = np.cumsum(np.exp(log_density - log_density.max(axis=0)), axis=0)
+    # inverse CDF, one uniform per conditional
+    picks = (cumulative < rng.random(cumulative.shape[1]) * cumulative[-1]).sum(axis=0)
+    drawn = _SHAPE_GRID[np.minimum(picks, _SHAPE_GRID.size - 1)]
+    return np.broadcast_to(drawn, factors.shape[1]).copy()
 
 
 @blas_single_threaded
@@ -300,7 +306,7 @@ def run_chain(X, alpha, n_components, theta_prior, phi_prior, n_burn_in, n_kept,
     phi_prior_shape, phi_prior_rate = phi_prior
     theta_prior_mean = theta_prior_shape / theta_prior_rate
     phi_prior_mean = phi_prior_shape / phi_prior_rate
-    shape_sums = np.zeros(2)
+    shape_sums = np.zeros((2, n_components))
     clean = alpha is None
     mean_count = max(float(X.sum() if clean else np.maximum(X, 0).sum()) / (n_rows * n_cols), 1e-3)
     scale = math.sqrt(mean_count / n_components)
@@ -347,14 +353,17 @@ def run_chain(X, alpha, n_components, theta_prior, phi_prior, n_burn_in, n_kept,
         if sample_shapes:
             # Hierarchical shapes: under heavy noise a fixed sparse shape pulls
             # the latent counts, and so the total rate, towards zero.
-            theta_shape = draw_prior_shape(theta, theta_prior_mean, rng)
-            phi_shape = draw_prior_shape(phi_t, phi_prior_mean, rng)
-            theta_prior_shape = np.full(n_components, theta_shape)
+            # One factor shape per component: a pattern most rows share and
+            # one few rows use need different sparsity. The components' shape
+            # stays shared: drawn per component, sparse text under heavy
+            # noise grew near-copies of a component.
+            theta_prior_shape = draw_prior_shape(theta, theta_prior_mean, rng,
+                                                 per_column=True)
             theta_prior_rate = theta_prior_shape / theta_prior_mean
-            phi_prior_shape = np.full(n_components, phi_shape)
+            phi_prior_shape = draw_prior_shape(phi_t, phi_prior_mean, rng)
             phi_prior_rate = phi_prior_shape / phi_prior_mean
         if sweep >= n_burn_in:
-            shape_sums += (theta_prior_shape[0], phi_prior_shape[0])
+            shape_sums += (theta_prior_shape, phi_prior_shape)
             theta_sum += theta
             phi_sum += phi
             phi_sq_sum += phi**2
@@ -458,12 +467,11 @@ def fit_mcmc_chains(X, alpha, n_components, *, theta_prior, phi_prior, n_burn_in
     phi_mean = np.mean([out[1][order] for out, order in zip(outputs, orders)], axis=0)
     phi_sq_mean = np.mean([out[2][order] for out, order in zip(outputs, orders)], axis=0)
     loglik_samples = np.array([out[3] for out in outputs])
-    theta_shape, phi_shape = np.mean([out[4] for out in outputs], axis=0)
+    theta_shape, phi_shape = np.mean(
+        [out[4][:, order] for out, order in zip(outputs, orders)], axis=0)
     if sample_shapes:
-        theta_prior = (np.full(n_components, theta_shape),
-                       np.full(n_components, theta_shape) * theta_prior[1] / theta_prior[0])
-        phi_prior = (np.full(n_components, phi_shape),
-                     np.full(n_components, phi_shape) * phi_prior[1] / phi_prior[0])
+        theta_prior = (theta_shape, theta_shape * theta_prior[1] / theta_prior[0])
+        phi_prior = (phi_shape, phi_shape * phi_prior[1] / phi_prior[0])
     return {
         "theta_prior": theta_prior,
         "phi_prior": phi_prior,
