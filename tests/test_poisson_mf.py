@@ -276,6 +276,35 @@ def test_drawn_prior_shapes_per_column_follow_each_columns_shape():
     assert np.all(np.abs(shared / true_shapes - 1) > 0.3)
 
 
+def test_pooled_chains_keep_each_components_shape_with_its_component(monkeypatch):
+    # two chains that found the same components in different orders, each
+    # with its own factor shape per component: pooled, every shape stays with
+    # its component (chain 1 is relabelled to chain 0's order)
+    from skprivfact.poisson_mf import _mcmc
+
+    rng = np.random.default_rng(0)
+    phi = rng.gamma(0.3, 1.0, size=(3, 40))
+    theta = rng.gamma(1.0, 1.0, size=(10, 3))
+    factor_shapes = np.array([0.1, 0.7, 3.0])
+    swap = np.array([2, 0, 1])
+
+    def fake_chain(X, alpha, n_components, theta_prior, phi_prior, n_burn_in, n_kept,
+                   seed, verbose, index, sample_shapes, start=None):
+        order = swap if index == 1 else np.arange(3)
+        shapes = np.vstack([factor_shapes[order], np.full(3, 0.5)])
+        return theta[:, order], phi[order], phi[order] ** 2, np.zeros(n_kept), shapes
+
+    monkeypatch.setattr(_mcmc, "run_chain", fake_chain)
+    result = _mcmc.fit_mcmc_chains(
+        np.ones((10, 40)), 0.5, 3, theta_prior=(np.ones(3), np.ones(3)),
+        phi_prior=(np.ones(3), np.ones(3)), n_burn_in=1, n_kept=4, n_chains=2,
+        n_jobs=1, rng=np.random.RandomState(0), sample_shapes=True)
+    np.testing.assert_allclose(result["phi_mean"], phi)
+    np.testing.assert_allclose(result["theta_prior"][0], factor_shapes)
+    # pooled without relabelling, the shapes would be averaged across components
+    assert not np.allclose((factor_shapes + factor_shapes[swap]) / 2, factor_shapes)
+
+
 @pytest.mark.parametrize("shape, rate", [(0.5, 2.0), (1.0, 3.0)])
 def test_sampled_prior_shapes_keep_the_total_under_heavy_noise(shape, rate):
     # Counts drawn with prior shape 0.5 or 1, released at epsilon = 1: with the
