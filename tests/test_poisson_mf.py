@@ -17,6 +17,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.utils.estimator_checks import check_estimator
 
 from skprivfact.datasets import make_poisson_factorization
+from skprivfact.mechanisms import two_sided_geometric
 from skprivfact.poisson_mf import PrivatePoissonMF
 from skprivfact.poisson_mf import _cavi as cavi
 from skprivfact.poisson_mf._cavi import fit_gamma_prior
@@ -29,6 +30,8 @@ from skprivfact.poisson_mf._mcmc import (
     _uniform,
     draw_prior_shape,
     infer_rows,
+    restart_coinciding,
+    run_chain,
     split_rhat,
 )
 from skprivfact.poisson_mf._noisy_count import draw_true_count
@@ -428,6 +431,99 @@ def test_chains_in_parallel_and_rhat(synthetic):
     np.testing.assert_array_equal(serial.components_, parallel.components_)
     assert serial.loglik_samples_.shape == (2, 20)
     assert np.isfinite(serial.rhat_) and serial.rhat_ > 0.9
+
+
+def _three_blocks(seed=0):
+    """Counts of three components, each on its own 20 of 60 columns, and the
+    sampler's state with the third missing and the second doubled."""
+    rng = np.random.default_rng(seed)
+    phi = rng.gamma(1.0, 0.02, size=(3, 60))
+    for k in range(3):
+        phi[k, 20 * k:20 * k + 20] = rng.gamma(2.0, 0.5, size=20)
+    theta = rng.gamma(0.5, 2.0, size=(300, 3))
+    X = rng.poisson(theta @ phi)
+    doubled_theta = np.column_stack([theta[:, 0], theta[:, 1] / 2, theta[:, 1] / 2])
+    doubled_phi = phi[[0, 1, 1]] * rng.uniform(0.95, 1.05, size=(3, 60))
+    return X, theta, phi, doubled_theta, doubled_phi
+
+
+def _unit(rows):
+    return rows / np.linalg.norm(rows, axis=-1, keepdims=True)
+
+
+@pytest.mark.parametrize("epsilon", [None, 2.0])
+def test_restart_coinciding_moves_a_copy_to_the_rows_fitted_worst(epsilon):
+    # The second component doubled, the third missing: the copy is merged
+    # back and restarted from the rows that use the missing one, whose
+    # profile it takes; the pair's rates stay.
+    X, theta, phi, state_theta, state_phi = _three_blocks()
+    if epsilon is None:
+        counts, alpha = sp.csr_matrix(X.astype(np.float64)), None
+    else:
+        counts = (X + two_sided_geometric(epsilon, 1, X.shape, random_state=1)).astype(float)
+        alpha = math.exp(-epsilon)
+    restarted = restart_coinciding(counts, alpha, state_theta, state_phi)
+    assert len(restarted) == 1
+    kept, gone, cosine = restarted[0]
+    assert {kept, gone} == {1, 2} and cosine > 0.99
+    assert _unit(state_phi[gone]) @ _unit(phi[2]) > 0.98
+    assert _unit(state_phi[kept]) @ _unit(phi[1]) > 0.99
+    kept_rates = np.outer(state_theta[:, kept], state_phi[kept])
+    true_rates = np.outer(theta[:, 1], phi[1])
+    assert np.abs(kept_rates - true_rates).max() < 0.05 * true_rates.max()
+    # it starts on 300 // (2 * 3) rows, those using the missing component most
+    seed_rows = state_theta[:, gone] > 10 * state_theta[:, gone].min()
+    assert seed_rows.sum() == 50
+    assert theta[seed_rows, 2].mean() > 2.5 * theta[:, 2].mean()
+
+
+def test_restart_coinciding_leaves_distinct_components_and_restarts_shared_top_columns():
+    X, theta, phi, _, _ = _three_blocks()
+    counts = sp.csr_matrix(X.astype(np.float64))
+    state_theta, state_phi = theta.copy(), phi.copy()
+    assert restart_coinciding(counts, None, state_theta, state_phi) == []
+    np.testing.assert_array_equal(state_theta, theta)
+    np.testing.assert_array_equal(state_phi, phi)
+    # two profiles with the same 8 largest columns coincide whatever their cosine
+    state_phi[2, :8] = state_phi[1, :8] = 1.2 * state_phi.max()
+    assert _unit(state_phi[1]) @ _unit(state_phi[2]) < 0.95
+    assert [pair[:2] for pair in restart_coinciding(counts, None, state_theta, state_phi)] in (
+        [(1, 2)], [(2, 1)])
+
+
+def test_sampler_restarts_coinciding_components_halfway_through_the_burn_in(capsys,
+                                                                             monkeypatch):
+    from skprivfact.poisson_mf import _mcmc
+
+    X, theta, phi, state_theta, state_phi = _three_blocks()
+    counts = sp.csr_matrix(X.astype(np.float64))
+    prior = (np.full(3, 0.3), np.full(3, 0.3))
+    calls = []
+
+    def recording_restart(X, alpha, theta, phi):
+        restarted = restart_coinciding(X, alpha, theta, phi)
+        calls.append(restarted)
+        return restarted
+
+    monkeypatch.setattr(_mcmc, "restart_coinciding", recording_restart)
+    # two burn-in sweeps: the restart comes after the first
+    result = run_chain(counts, None, 3, prior, prior, 2, 60, 0, verbose=1,
+                       start=(state_theta, state_phi))
+    assert len(calls) == 1 and len(calls[0]) == 1
+    kept, gone, cosine = calls[0][0]
+    assert (f"chain 0: sweep 1: components {kept} and {gone} coincide (cosine "
+            f"similarity {cosine:.4f}); {gone} restarted") in capsys.readouterr().out
+    assert np.all((_unit(result[1]) @ _unit(phi).T).max(axis=0) > 0.99)
+    # without burn-in the kept sweeps are the chain's from its start: no restart
+    run_chain(counts, None, 3, prior, prior, 0, 5, 0, start=(state_theta, state_phi))
+    assert len(calls) == 1
+    # where nothing coincides the restart draws nothing: the chain is the one
+    # it would be without the step
+    with_step = run_chain(counts, None, 3, prior, prior, 10, 5, 0, start=(theta, phi))
+    monkeypatch.setattr(_mcmc, "restart_coinciding", lambda *args: [])
+    without_step = run_chain(counts, None, 3, prior, prior, 10, 5, 0, start=(theta, phi))
+    for first, second in zip(with_step, without_step):
+        np.testing.assert_array_equal(first, second)
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")

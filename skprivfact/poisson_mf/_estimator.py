@@ -38,7 +38,13 @@ from ._cavi import (
     log_likelihood_sum,
 )
 from ._dask import DaskRowBlocks, is_dask_array
-from ._evaluation import _unit_rows, heldout_loglik, reconstruction_error
+from ._evaluation import (
+    _N_TOP_COLUMNS,
+    SIMILARITY_WARNING,
+    _unit_rows,
+    heldout_loglik,
+    reconstruction_error,
+)
 
 __all__ = ["PrivatePoissonMF"]
 
@@ -68,10 +74,6 @@ def _output_dtype(X):
 # carries fewer than 10 significant digits.
 MIN_EPSILON_PER_UNIT = 1e-6
 
-# Components more similar than this (cosine) are reported as coinciding.
-SIMILARITY_WARNING = 0.95
-# Largest columns of each component compared when two are reported.
-_N_TOP_COLUMNS = 8
 # Floor of the mean count that sets the "auto" prior rates (all-zero input).
 _MIN_MEAN_COUNT = 1e-6
 
@@ -279,7 +281,10 @@ class PrivatePoissonMF(
         share the start, so ``rhat_`` checks their agreement from one start;
         "random" gives dispersed starts.
     n_burn_in : int, default=1000
-        MCMC sweeps discarded before keeping samples.
+        MCMC sweeps discarded before keeping samples. Halfway through them,
+        each component that coincides with another (cosine similarity above
+        0.95, or the same 8 largest columns) is merged into it and restarted
+        from the rows the other components fit worst (see Notes).
     n_kept_samples : int, default=500
         MCMC samples kept after burn-in (one per sweep) and averaged.
     n_chains : int, default=1
@@ -403,6 +408,12 @@ class PrivatePoissonMF(
     counts (``chain_start``): under heavy noise a chain moves slowly, and
     from a random start on sparse text the drawn prior shapes and the
     components drift together to dense, flat profiles that all coincide.
+    Gibbs sweeps rarely pull two coinciding components apart, so halfway
+    through the burn-in the smaller of such a pair moves its factors onto
+    the larger's profile and restarts from the rows the other components
+    fit worst: its profile is their counts above the rates. The step draws
+    nothing, and the kept sweeps remain a chain of the posterior from
+    another start; ``verbose`` names the pairs restarted.
     :meth:`transform` runs CAVI sweeps for the new rows with q(phi) fixed
     (after MCMC, q(phi) is the gamma matching the mean and variance of the
     samples of phi). After MCMC it then continues from CAVI's factors with

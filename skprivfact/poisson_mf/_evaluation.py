@@ -11,6 +11,11 @@ from ._likelihood import noisy_loglik_sum
 
 __all__ = ["generalized_kl_divergence", "heldout_loglik", "poisson_loglik_per_entry"]
 
+# Components more similar than this (cosine) are reported as coinciding.
+SIMILARITY_WARNING = 0.95
+# Largest columns of each component compared when two are reported.
+_N_TOP_COLUMNS = 8
+
 # Rates below this are raised to it: a zero rate under a positive count would
 # make the score -inf (word-mean baselines and clipped fits give zeros).
 _RATE_FLOOR = 1e-10

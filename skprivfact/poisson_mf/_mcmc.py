@@ -36,7 +36,12 @@ from numba import njit, prange, uint64
 from scipy.special import gammaln
 
 from ._cavi import blas_single_threaded
-from ._evaluation import match_components
+from ._evaluation import (
+    _N_TOP_COLUMNS,
+    SIMILARITY_WARNING,
+    _unit_rows,
+    match_components,
+)
 from ._noisy_count import draw_true_count
 from ._parallel import parallel_kernel
 
@@ -267,6 +272,80 @@ def split_rhat(traces):
 _FACTOR_FLOOR = 1e-300
 
 
+# Rows of one block of infer_rows and restart_coinciding (their count and rate
+# buffers are rows x columns): about 32 MB of each whatever the number of rows.
+_BLOCK_ENTRIES = 2**22
+
+
+def restart_coinciding(X, alpha, theta, phi):
+    """Restart, in place, the components that coincide with another.
+
+    Two components coincide when their profiles (rows of ``phi``) have
+    cosine similarity above ``SIMILARITY_WARNING`` or the same
+    ``_N_TOP_COLUMNS`` largest columns. The smaller of the pair (by expected
+    count) is merged into the larger: its factors move onto the larger one's
+    profile, scaled so that the pair's rates stay about the same. It then
+    restarts from the rows the other components fit worst (the largest
+    Pearson statistic of their counts above the rates): its profile is those
+    rows' counts above the rates, its factors their totals above the rates.
+    Each component is restarted at most once.
+
+    ``X`` is what the chain reads: CSR clean counts (``alpha`` None) or
+    dense noisy counts. Nothing is drawn: where no pair coincides the chain
+    goes on exactly as without this step. Returns the restarted pairs as
+    ``(kept, restarted, cosine similarity)``.
+    """
+    n_rows, n_components = theta.shape
+    # a noisy count's variance around its rate adds the noise's
+    noise_var = 0.0 if alpha is None else 2.0 * alpha / (1.0 - alpha) ** 2
+    n_seed_rows = min(n_rows, max(2, n_rows // (2 * n_components)))
+    block_rows = max(1, _BLOCK_ENTRIES // max(phi.shape[1], 1))
+    restarted = []
+    while len(restarted) < n_components // 2:
+        similarity = _unit_rows(phi) @ _unit_rows(phi).T
+        n_top = min(_N_TOP_COLUMNS, phi.shape[1])
+        tops = np.sort(np.argsort(-phi, axis=1, kind="stable")[:, :n_top], axis=1)
+        coinciding = (similarity > SIMILARITY_WARNING) | (
+            tops[:, None, :] == tops[None, :, :]).all(axis=2)
+        np.fill_diagonal(coinciding, False)
+        for _, done, _ in restarted:
+            coinciding[done, :] = coinciding[:, done] = False
+        if not coinciding.any():
+            break
+        first, second = np.unravel_index(
+            np.argmax(np.where(coinciding, similarity, -np.inf)), similarity.shape)
+        mass = theta.sum(axis=0) * phi.sum(axis=1)
+        kept, gone = (first, second) if mass[first] >= mass[second] else (second, first)
+        theta[:, kept] += theta[:, gone] * (phi[gone].sum() / phi[kept].sum())
+        theta[:, gone] = 0.0
+        scores = np.empty(n_rows)
+        for start in range(0, n_rows, block_rows):
+            rows = slice(start, min(start + block_rows, n_rows))
+            counts = X[rows].toarray() if sp.issparse(X) else X[rows]
+            rates = theta[rows] @ phi
+            above = np.maximum(counts - rates, 0.0)
+            # 1e-3 keeps a count where the rate is 0 from an infinite score
+            scores[rows] = (above**2 / (rates + noise_var + 1e-3)).sum(axis=1)
+        seed_rows = np.sort(np.argsort(-scores, kind="stable")[:n_seed_rows])
+        counts = X[seed_rows].toarray() if sp.issparse(X) else X[seed_rows]
+        above = np.maximum(counts - theta[seed_rows] @ phi, 0.0)
+        total = above.sum()
+        if total > 0.0:
+            scale = phi[gone].sum()
+            # a small floor keeps every column reachable for the sweeps
+            profile = above.sum(axis=0) + 1e-3 * total / above.shape[1]
+            phi[gone] = scale * profile / profile.sum()
+            theta[seed_rows, gone] = above.sum(axis=1) / scale
+            # every other row keeps a little of it, so the sweeps can move it there
+            theta[:, gone] += 1e-3 * theta[seed_rows, gone].mean()
+        else:
+            theta[:, gone] = 1e-3 * theta[:, kept]
+        restarted.append((int(kept), int(gone), float(similarity[first, second])))
+    np.maximum(theta, _FACTOR_FLOOR, out=theta)
+    np.maximum(phi, _FACTOR_FLOOR, out=phi)
+    return restarted
+
+
 def draw_prior_shape(factors, prior_mean, rng, per_column=False):
     """Draw the shape ``a`` of the Gamma(a, a / prior_mean[k]) priors of the
     columns of ``factors`` (n, K) under a log-uniform hyperprior on
@@ -362,6 +441,18 @@ def run_chain(X, alpha, n_components, theta_prior, phi_prior, n_burn_in, n_kept,
             theta_prior_rate = theta_prior_shape / theta_prior_mean
             phi_prior_shape = draw_prior_shape(phi_t, phi_prior_mean, rng)
             phi_prior_rate = phi_prior_shape / phi_prior_mean
+        if sweep + 1 == n_burn_in // 2 and n_components > 1:
+            # Halfway through the burn-in: the sweeps rarely pull a pair of
+            # coinciding components apart, so one of them starts over where
+            # the fit is worst. The kept sweeps are still a Markov chain of
+            # the posterior, from a different start.
+            phi = np.ascontiguousarray(phi_t.T)
+            for kept, gone, cosine in restart_coinciding(X, alpha, theta, phi):
+                if verbose:
+                    print(f"chain {chain_index}: sweep {sweep + 1}: components {kept} and "
+                          f"{gone} coincide (cosine similarity {cosine:.4f}); {gone} "
+                          "restarted from the rows the others fit worst")
+            phi_t = np.ascontiguousarray(phi.T)
         if sweep >= n_burn_in:
             shape_sums += (theta_prior_shape, phi_prior_shape)
             theta_sum += theta
@@ -378,11 +469,6 @@ def run_chain(X, alpha, n_components, theta_prior, phi_prior, n_burn_in, n_kept,
             )
     return (theta_sum / n_kept, phi_sum / n_kept, phi_sq_sum / n_kept, loglik_kept,
             shape_sums / n_kept)
-
-
-# Rows of one block of infer_rows (its true-count and rate buffers are rows x
-# columns): about 32 MB of each whatever the number of rows.
-_INFER_BLOCK_ENTRIES = 2**22
 
 
 @blas_single_threaded
@@ -405,7 +491,7 @@ def infer_rows(X, alpha, component_shape, component_rate, theta_prior, theta_sta
     n_components = component_shape.shape[0]
     theta_prior_shape, theta_prior_rate = theta_prior
     rng = np.random.default_rng(seed)
-    block_rows = max(1, _INFER_BLOCK_ENTRIES // max(n_cols, 1))
+    block_rows = max(1, _BLOCK_ENTRIES // max(n_cols, 1))
     n_chunks = max(1, min(numba.get_num_threads(), n_rows, block_rows))
     col_totals_chunks = np.zeros((n_chunks, n_cols, n_components))
     component_scale = 1.0 / component_rate
