@@ -520,6 +520,7 @@ def test_sampler_restarts_coinciding_components_halfway_through_the_burn_in(caps
     # where nothing coincides the restart draws nothing: the chain is the one
     # it would be without the step
     with_step = run_chain(counts, None, 3, prior, prior, 10, 5, 0, start=(theta, phi))
+    assert calls[1:] == [[]]
     monkeypatch.setattr(_mcmc, "restart_coinciding", lambda *args: [])
     without_step = run_chain(counts, None, 3, prior, prior, 10, 5, 0, start=(theta, phi))
     for first, second in zip(with_step, without_step):

@@ -302,7 +302,8 @@ def restart_coinciding(X, alpha, theta, phi):
     block_rows = max(1, _BLOCK_ENTRIES // max(phi.shape[1], 1))
     restarted = []
     while len(restarted) < n_components // 2:
-        similarity = _unit_rows(phi) @ _unit_rows(phi).T
+        unit = _unit_rows(phi)
+        similarity = unit @ unit.T
         n_top = min(_N_TOP_COLUMNS, phi.shape[1])
         tops = np.sort(np.argsort(-phi, axis=1, kind="stable")[:, :n_top], axis=1)
         coinciding = (similarity > SIMILARITY_WARNING) | (
