@@ -168,9 +168,12 @@ def test_poisson_mf_verbose_uses_the_shared_line_format(counts, capsys):
     PrivatePoissonMF(2, epsilon=1.0, max_iter=20, tol=0.0, verbose=1,
                      random_state=0).fit(counts[1])
     lines = capsys.readouterr().out.splitlines()
-    # The progress lines, then the fit's summary of its components.
-    assert lines[-1].startswith("largest cosine similarity between two components: ")
-    lines = lines[:-1]
+    # The progress lines, then the fit's summary of its components and of
+    # its total against the release's.
+    assert lines[-2].startswith("largest cosine similarity between two components: ")
+    assert re.fullmatch(r"fitted total rate \S+, released total \S+ \(noise standard "
+                        r"deviation \S+\)", lines[-1]), lines[-1]
+    lines = lines[:-2]
     assert lines
     parsed = [_LINE.match(line) for line in lines]
     assert all(parsed), lines

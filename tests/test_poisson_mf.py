@@ -3,6 +3,7 @@
 import itertools
 import math
 import pickle
+import re
 import warnings
 
 import numba
@@ -18,7 +19,7 @@ from sklearn.utils.estimator_checks import check_estimator
 
 from skprivfact.datasets import make_poisson_factorization
 from skprivfact.mechanisms import two_sided_geometric
-from skprivfact.poisson_mf import PrivatePoissonMF
+from skprivfact.poisson_mf import PrivatePoissonMF, _estimator
 from skprivfact.poisson_mf import _cavi as cavi
 from skprivfact.poisson_mf._cavi import fit_gamma_prior
 from skprivfact.poisson_mf._evaluation import match_components
@@ -874,6 +875,62 @@ def test_coinciding_components_are_reported(synthetic):
     np.fill_diagonal(similarity, 0.0)
     assert private.max_component_similarity_ == pytest.approx(similarity.max())
     assert private.max_component_similarity_ < 0.95
+
+
+def test_fitted_total_far_from_the_released_total_is_reported(capsys, monkeypatch):
+    # the noise in a total of n entries: the formula the warning uses
+    alpha = math.exp(-2.0)
+    simulated = two_sided_geometric(2.0, size=(4000, 200), random_state=0).sum(axis=1)
+    assert simulated.std() == pytest.approx(math.sqrt(2 * alpha * 200) / (1 - alpha),
+                                            rel=0.05)
+    # rank-1 counts, and the same with sparse spikes one component cannot
+    # carry: the sampler takes the spikes for noise, so its total falls short
+    # of the release; CAVI scales its fit to the release
+    rng = np.random.default_rng(0)
+    rates = rng.gamma(1.0, 1.0, size=(300, 1)) @ (3.0 * rng.dirichlet(np.ones(60), size=1))
+    rank_one = rng.poisson(rates).astype(np.float64)
+    spikes = (rng.random(rank_one.shape) < 0.02) * rng.poisson(4.0, size=rank_one.shape)
+    noise = two_sided_geometric(2.0, size=rank_one.shape, random_state=1)
+    noisy_rank_one, noisy_spiky = rank_one + noise, rank_one + spikes + noise
+    noise_std = math.sqrt(2 * alpha * rank_one.size) / (1 - alpha)
+    sampler = {"solver": "mcmc", "random_state": 0}
+    pattern = (r"The fitted total rate (\S+) is (\S+) below the released total (\S+), "
+               r"(\S+) times the standard deviation of the noise in that total "
+               r"\((\S+)\): the components miss part of the signal\. solver='cavi'")
+    model = PrivatePoissonMF(1, epsilon=2.0, verbose=1, **sampler)
+    with pytest.warns(UserWarning, match=pattern) as record:
+        factors = model.fit_transform(noisy_spiky)
+    message = next(str(w.message) for w in record if "fitted total" in str(w.message))
+    fitted, gap, released, ratio, std = map(float, re.match(pattern, message).groups())
+    assert fitted == pytest.approx((factors @ model.components_).sum(), rel=1e-5)
+    assert released == pytest.approx(noisy_spiky.sum(), rel=1e-5)
+    assert std == pytest.approx(noise_std, rel=1e-2)
+    assert gap == pytest.approx(released - fitted, rel=1e-4)
+    assert ratio == pytest.approx(gap / noise_std, abs=0.06) and ratio > 3.0
+    assert (f"fitted total rate {fitted:.6g}, released total {released:.6g} "
+            f"(noise standard deviation {std:.3g})") in capsys.readouterr().out
+    for solver_params, counts in [({}, noisy_spiky), (sampler, noisy_rank_one)]:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            model = PrivatePoissonMF(1, epsilon=2.0, **solver_params)
+            factors = model.fit_transform(counts)
+        assert not [w for w in caught if "fitted total" in str(w.message)]
+        assert abs((factors @ model.components_).sum() - counts.sum()) < 3 * noise_std
+    # privatize=True: the totals are those of the estimator's own release,
+    # here a spy's noise of +1 on every count, never of the raw counts
+    monkeypatch.setattr(_estimator, "two_sided_geometric",
+                        lambda epsilon, sensitivity, size, random_state: np.ones(size))
+    PrivatePoissonMF(1, epsilon=2.0, privatize=True, verbose=1,
+                     random_state=0).fit(rank_one)
+    assert (f"released total {rank_one.sum() + rank_one.size:.6g} "
+            f"(noise standard deviation {noise_std:.3g})") in capsys.readouterr().out
+    # a total far below 0 is no release of counts at this epsilon
+    shifted = noisy_rank_one - 1.0
+    with pytest.warns(UserWarning, match=r"The released total -\d+ is (\S+) standard "
+                      r"deviations of its noise \((\S+)\) below 0.*were the counts "
+                      r"privatized with this epsilon and sensitivity\?") as record:
+        PrivatePoissonMF(1, epsilon=2.0, random_state=0).fit(shifted)
+    assert not [w for w in record if "fitted total" in str(w.message)]
 
 
 def test_most_similar_components_names_the_pair_and_their_shared_top_columns():

@@ -50,6 +50,13 @@ __all__ = ["PrivatePoissonMF"]
 
 # A fit whose split R-hat exceeds this warns (ArviZ's threshold).
 RHAT_WARNING_THRESHOLD = 1.01
+# A noisy fit warns when its total rate and the released total differ by more
+# than this many standard deviations of the noise in the released total (the
+# release's own spread) and by more than this share of the released total
+# (under light noise the standard deviation is a tiny share, and a gap below
+# a few percent matters little).
+TOTAL_WARNING_STDS = 3.0
+TOTAL_WARNING_SHARE = 0.05
 # The solvers print their progress; these lines become Progress updates.
 _CAVI_LINE = re.compile(
     r"iteration (?P<iteration>\d+): log-likelihood per entry (?P<objective>\S+?),")
@@ -104,6 +111,16 @@ _ROW_SAMPLER_KEPT = 500
 def _row_blocks(X):
     """X as a source of row blocks (an array is wrapped; a source is kept)."""
     return InMemoryRowBlocks(X) if isinstance(X, np.ndarray) else X
+
+
+def _noise_std(alpha):
+    """Standard deviation of one two-sided geometric draw of ratio ``alpha``."""
+    return math.sqrt(2.0 * alpha) / (1.0 - alpha)
+
+
+def _noisy_total(X):
+    """The sum of the prepared noisy counts ``X`` (an array or a block source)."""
+    return float(sum(_row_blocks(X).map(block_sum, (), False)))
 
 
 def _reconstruction_error(X, row_factors, components):
@@ -401,7 +418,18 @@ class PrivatePoissonMF(
     ``n_iter_`` counts the private sweeps only. A CAVI fit that reaches
     ``max_iter`` before the ``tol`` criterion warns with a
     :class:`~sklearn.exceptions.ConvergenceWarning`, as
-    :class:`~sklearn.decomposition.NMF` does. float32 input gives float32
+    :class:`~sklearn.decomposition.NMF` does. A noisy fit compares the total
+    of its fitted training rates with the released total, which the symmetric noise leaves unbiased with standard deviation
+    ``sqrt(2 n alpha) / (1 - alpha)`` over ``n`` entries (``verbose`` prints
+    the three), and warns when the two differ by more than 3 of those
+    standard deviations and more than 5% of the released total: the
+    components then miss part of the signal (the sampler on sparse counts
+    with few components) or take part of the noise for signal. CAVI with
+    ``noise_update="marginal"`` scales its fit to the released total. A
+    released total below 0 by more than 3 standard deviations warns instead:
+    noise on non-negative counts almost never gives it, so ``epsilon`` or
+    ``sensitivity`` is not the one the counts were privatized with.
+    float32 input gives float32
     ``components_`` and factors (the solvers compute in float64 and the
     variational parameters stay float64).
     The sampler's chains start from a CAVI fit of the same model to the same
@@ -643,8 +671,7 @@ class PrivatePoissonMF(
             mean_count = float(total) / n_entries
             alpha = self._noise_ratio()
             if alpha is not None:
-                noise_std = math.sqrt(2.0 * alpha) / (1.0 - alpha)
-                mean_count = max(mean_count, noise_std / math.sqrt(n_entries))
+                mean_count = max(mean_count, _noise_std(alpha) / math.sqrt(n_entries))
             product = self.n_components * a * c / max(mean_count, _MIN_MEAN_COUNT)
             if b == "auto" and d == "auto":
                 b = d = math.sqrt(product)
@@ -740,6 +767,8 @@ class PrivatePoissonMF(
                 "larger epsilon give distinct ones.",
                 UserWarning,
             )
+        if alpha is not None:
+            self._check_fitted_total(X)
         if alpha is not None and self.noise_update == "marginal":
             # transform scales the expected true counts of new rows by the
             # factor that brings those of the training rows, inferred as
@@ -766,6 +795,43 @@ class PrivatePoissonMF(
             for name in ("_component_statistics", "_scale_totals", "n_steps_"):
                 self.__dict__.pop(name, None)
         return row_factors
+
+    def _check_fitted_total(self, X):
+        """Report the fitted total rate of the noisy counts ``X`` against their
+        total, and warn when the two differ by more than the noise explains
+        (or when the noisy total is below 0 by more than it explains).
+
+        The noisy total is unbiased and its noise, a sum of independent
+        two-sided geometric draws, has standard deviation sqrt(2 n alpha) /
+        (1 - alpha) over n entries; both totals are functions of the release.
+        """
+        released = _noisy_total(X)
+        fitted = self._fitted_total
+        noise_std = _noise_std(self.alpha_) * math.sqrt(X.shape[0] * X.shape[1])
+        gap = fitted - released
+        if self.verbose:
+            print(f"fitted total rate {fitted:.6g}, released total {released:.6g} "
+                  f"(noise standard deviation {noise_std:.3g})")
+        if released < -TOTAL_WARNING_STDS * noise_std:
+            warnings.warn(
+                f"The released total {released:.6g} is {-released / noise_std:.1f} "
+                f"standard deviations of its noise ({noise_std:.3g}) below 0, which "
+                "noise on non-negative counts almost never gives: were the counts "
+                "privatized with this epsilon and sensitivity?",
+                UserWarning,
+            )
+        elif abs(gap) > max(TOTAL_WARNING_STDS * noise_std,
+                            TOTAL_WARNING_SHARE * abs(released)):
+            warnings.warn(
+                f"The fitted total rate {fitted:.6g} is {abs(gap):.6g} "
+                f"{'below' if gap < 0 else 'above'} the released total {released:.6g}, "
+                f"{abs(gap) / noise_std:.1f} times the standard deviation of the noise "
+                f"in that total ({noise_std:.3g}): the components "
+                f"{'miss part of the signal' if gap < 0 else 'take part of the noise for signal'}"
+                ". solver='cavi' with noise_update='marginal' scales its fit to the "
+                "released total.",
+                UserWarning,
+            )
 
     def _fit_first_apart(self, X, candidates, rng, dtype):
         """``_fit_solver`` with each prior shape pair of ``candidates`` in
@@ -976,6 +1042,9 @@ class PrivatePoissonMF(
         )
         self.reconstruction_err_ = _reconstruction_error(X, fitted_row_factors,
                                                          self.components_)
+        self._fitted_total = float(
+            np.sum(fitted_row_factors, axis=0) @ np.sum(self.components_, axis=1,
+                                                        dtype=np.float64))
         return row_factors
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -1087,9 +1156,7 @@ class PrivatePoissonMF(
             self.component_shape_ - self.component_prior_shape_[:, None],
             self.component_rate_[:, 0] - self.component_prior_rate_,
         )
-        noisy_total = 0.0
-        if self.alpha_ is not None:
-            noisy_total = float(sum(_row_blocks(X).map(block_sum, (), False)))
+        noisy_total = 0.0 if self.alpha_ is None else _noisy_total(X)
         self._scale_totals = (noisy_total, noisy_total / self.count_scale_)
         self.n_steps_ = 1
 
@@ -1155,7 +1222,7 @@ class PrivatePoissonMF(
             dtype, copy=False)
         self._component_statistics = (shape_stats, rate_stats)
         if self.alpha_ is not None:
-            block_noisy = float(sum(_row_blocks(X).map(block_sum, (), False)))
+            block_noisy = _noisy_total(X)
             noisy_total, expected_total = self._scale_totals
             noisy_total += block_noisy
             expected_total += block_noisy / block_scale
