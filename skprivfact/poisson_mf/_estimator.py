@@ -419,19 +419,20 @@ class PrivatePoissonMF(
     ``max_iter`` before the ``tol`` criterion warns with a
     :class:`~sklearn.exceptions.ConvergenceWarning`, as
     :class:`~sklearn.decomposition.NMF` does. A noisy fit compares the total
-    of its fitted training rates with the released total, which the symmetric noise leaves unbiased with standard deviation
-    ``sqrt(2 n alpha) / (1 - alpha)`` over ``n`` entries (``verbose`` prints
-    the three), and warns when the two differ by more than 3 of those
-    standard deviations and more than 5% of the released total: the
-    components then miss part of the signal (the sampler on sparse counts
-    with few components) or take part of the noise for signal. CAVI with
+    of its fitted training rates with the released total, which the
+    symmetric noise leaves unbiased with standard deviation ``sqrt(2 n
+    alpha) / (1 - alpha)`` over ``n`` entries (``verbose`` prints the
+    three), and warns when the two differ by more than 3 of those standard
+    deviations and more than 5% of the released total: the components then
+    miss part of the signal (the sampler on sparse counts with few
+    components) or take part of the noise for signal. CAVI with
     ``noise_update="marginal"`` scales its fit to the released total. A
-    released total below 0 by more than 3 standard deviations warns instead:
-    noise on non-negative counts almost never gives it, so ``epsilon`` or
-    ``sensitivity`` is not the one the counts were privatized with.
-    float32 input gives float32
-    ``components_`` and factors (the solvers compute in float64 and the
-    variational parameters stay float64).
+    released total below 0 by more than 3 standard deviations warns
+    instead: noise on non-negative counts almost never gives it, so
+    ``epsilon`` or ``sensitivity`` is not the one the counts were
+    privatized with. float32 input gives float32 ``components_`` and
+    factors (the solvers compute in float64 and the variational parameters
+    stay float64).
     The sampler's chains start from a CAVI fit of the same model to the same
     counts (``chain_start``): under heavy noise a chain moves slowly, and
     from a random start on sparse text the drawn prior shapes and the
@@ -767,8 +768,10 @@ class PrivatePoissonMF(
                 "larger epsilon give distinct ones.",
                 UserWarning,
             )
+        # the release's total, read once for the check and partial_fit's scale
+        released = 0.0 if alpha is None else _noisy_total(X)
         if alpha is not None:
-            self._check_fitted_total(X)
+            self._check_fitted_total(released, X.shape[0] * X.shape[1])
         if alpha is not None and self.noise_update == "marginal":
             # transform scales the expected true counts of new rows by the
             # factor that brings those of the training rows, inferred as
@@ -788,7 +791,7 @@ class PrivatePoissonMF(
             # fit_transform(X) and transform(X) would otherwise disagree
             row_factors = self._infer_rows(X)
         if self.solver == "cavi":
-            self._start_online_statistics(X)
+            self._start_online_statistics(released)
         else:
             # partial_fit after this fit starts afresh, not from an earlier
             # CAVI fit's statistics
@@ -796,18 +799,18 @@ class PrivatePoissonMF(
                 self.__dict__.pop(name, None)
         return row_factors
 
-    def _check_fitted_total(self, X):
-        """Report the fitted total rate of the noisy counts ``X`` against their
-        total, and warn when the two differ by more than the noise explains
-        (or when the noisy total is below 0 by more than it explains).
+    def _check_fitted_total(self, released, n_entries):
+        """Report the fitted total rate against the total ``released`` of the
+        ``n_entries`` noisy counts, and warn when the two differ by more than
+        the noise explains (or when the noisy total is below 0 by more than
+        it explains).
 
         The noisy total is unbiased and its noise, a sum of independent
         two-sided geometric draws, has standard deviation sqrt(2 n alpha) /
         (1 - alpha) over n entries; both totals are functions of the release.
         """
-        released = _noisy_total(X)
         fitted = self._fitted_total
-        noise_std = _noise_std(self.alpha_) * math.sqrt(X.shape[0] * X.shape[1])
+        noise_std = _noise_std(self.alpha_) * math.sqrt(n_entries)
         gap = fitted - released
         if self.verbose:
             print(f"fitted total rate {fitted:.6g}, released total {released:.6g} "
@@ -1148,15 +1151,15 @@ class PrivatePoissonMF(
             )
         return row_factors
 
-    def _start_online_statistics(self, X):
-        """The statistics that partial_fit accumulates, from a fit to X:
-        phi's posterior minus its prior, and the noisy and expected totals
-        behind the count scale."""
+    def _start_online_statistics(self, noisy_total):
+        """The statistics that partial_fit accumulates, from a fit to counts
+        of total ``noisy_total`` (0 without noise): phi's posterior minus
+        its prior, and the noisy and expected totals behind the count
+        scale."""
         self._component_statistics = (
             self.component_shape_ - self.component_prior_shape_[:, None],
             self.component_rate_[:, 0] - self.component_prior_rate_,
         )
-        noisy_total = 0.0 if self.alpha_ is None else _noisy_total(X)
         self._scale_totals = (noisy_total, noisy_total / self.count_scale_)
         self.n_steps_ = 1
 
