@@ -45,6 +45,7 @@ from ._evaluation import (
     heldout_loglik,
     reconstruction_error,
 )
+from ._noisy_count import noise_std
 
 __all__ = ["PrivatePoissonMF"]
 
@@ -111,11 +112,6 @@ _ROW_SAMPLER_KEPT = 500
 def _row_blocks(X):
     """X as a source of row blocks (an array is wrapped; a source is kept)."""
     return InMemoryRowBlocks(X) if isinstance(X, np.ndarray) else X
-
-
-def _noise_std(alpha):
-    """Standard deviation of one two-sided geometric draw of ratio ``alpha``."""
-    return math.sqrt(2.0 * alpha) / (1.0 - alpha)
 
 
 def _noisy_total(X):
@@ -672,7 +668,7 @@ class PrivatePoissonMF(
             mean_count = float(total) / n_entries
             alpha = self._noise_ratio()
             if alpha is not None:
-                mean_count = max(mean_count, _noise_std(alpha) / math.sqrt(n_entries))
+                mean_count = max(mean_count, noise_std(alpha) / math.sqrt(n_entries))
             product = self.n_components * a * c / max(mean_count, _MIN_MEAN_COUNT)
             if b == "auto" and d == "auto":
                 b = d = math.sqrt(product)
@@ -810,26 +806,26 @@ class PrivatePoissonMF(
         (1 - alpha) over n entries; both totals are functions of the release.
         """
         fitted = self._fitted_total
-        noise_std = _noise_std(self.alpha_) * math.sqrt(n_entries)
+        total_std = noise_std(self.alpha_) * math.sqrt(n_entries)
         gap = fitted - released
         if self.verbose:
             print(f"fitted total rate {fitted:.6g}, released total {released:.6g} "
-                  f"(noise standard deviation {noise_std:.3g})")
-        if released < -TOTAL_WARNING_STDS * noise_std:
+                  f"(noise standard deviation {total_std:.3g})")
+        if released < -TOTAL_WARNING_STDS * total_std:
             warnings.warn(
-                f"The released total {released:.6g} is {-released / noise_std:.1f} "
-                f"standard deviations of its noise ({noise_std:.3g}) below 0, which "
+                f"The released total {released:.6g} is {-released / total_std:.1f} "
+                f"standard deviations of its noise ({total_std:.3g}) below 0, which "
                 "noise on non-negative counts almost never gives: were the counts "
                 "privatized with this epsilon and sensitivity?",
                 UserWarning,
             )
-        elif abs(gap) > max(TOTAL_WARNING_STDS * noise_std,
+        elif abs(gap) > max(TOTAL_WARNING_STDS * total_std,
                             TOTAL_WARNING_SHARE * abs(released)):
             warnings.warn(
                 f"The fitted total rate {fitted:.6g} is {abs(gap):.6g} "
                 f"{'below' if gap < 0 else 'above'} the released total {released:.6g}, "
-                f"{abs(gap) / noise_std:.1f} times the standard deviation of the noise "
-                f"in that total ({noise_std:.3g}): the components "
+                f"{abs(gap) / total_std:.1f} times the standard deviation of the noise "
+                f"in that total ({total_std:.3g}): the components "
                 f"{'miss part of the signal' if gap < 0 else 'take part of the noise for signal'}"
                 ". solver='cavi' with noise_update='marginal' scales its fit to the "
                 "released total.",

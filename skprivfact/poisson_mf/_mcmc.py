@@ -42,7 +42,7 @@ from ._evaluation import (
     _unit_rows,
     match_components,
 )
-from ._noisy_count import draw_true_count
+from ._noisy_count import draw_true_count, noise_std
 from ._parallel import parallel_kernel
 
 _GOLDEN_GAMMA = 0x9E3779B97F4A7C15
@@ -297,7 +297,7 @@ def restart_coinciding(X, alpha, theta, phi):
     """
     n_rows, n_components = theta.shape
     # a noisy count's variance around its rate adds the noise's
-    noise_var = 0.0 if alpha is None else 2.0 * alpha / (1.0 - alpha) ** 2
+    noise_var = 0.0 if alpha is None else noise_std(alpha) ** 2
     n_seed_rows = min(n_rows, max(2, n_rows // (2 * n_components)))
     block_rows = max(1, _BLOCK_ENTRIES // max(phi.shape[1], 1))
     restarted = []

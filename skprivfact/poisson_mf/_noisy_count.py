@@ -32,6 +32,11 @@ _STRIDE_FROM = 4096.0
 _STRIDED_CUTOFF = 1e-12
 
 
+def noise_std(alpha):
+    """Standard deviation of one two-sided geometric draw tau ~ 2Geo(alpha)."""
+    return math.sqrt(2.0 * alpha) / (1.0 - alpha)
+
+
 @njit(cache=True)
 def _mode(count, rate, alpha):
     """Mode of P(y | count, rate), for count > 0 and rate > 0."""
