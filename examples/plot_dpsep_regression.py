@@ -59,7 +59,7 @@ fits = {
     "non-private": DPSEPRegressor(epsilon=float("inf"), clip_norm=None, **common).fit(
         X, y
     ),
-    r"private, $\epsilon = 1$": DPSEPRegressor(
+    "private, epsilon = 1": DPSEPRegressor(
         epsilon=1.0, clip_norm=1.0, **common
     ).fit(X, y),
 }

@@ -118,7 +118,7 @@ plt.show()
 # release of its input).
 
 search = GridSearchCV(
-    PrivatePoissonMF(n_components, epsilon=1.0, privatize=True, max_iter=50,
+    PrivatePoissonMF(n_components, epsilon=1.0, privatize=True, max_iter=300,
                      random_state=0),
     {"epsilon": epsilons},
     cv=2,
@@ -136,7 +136,7 @@ for epsilon, score in zip(epsilons, search.cv_results_["mean_test_score"]):
 # :func:`~skprivfact.poisson_mf.heldout_loglik` scores the held-out noisy
 # entries themselves under the model's noise law, so a grid search needs
 # nothing but the release. The default prior shapes ("auto") are chosen this
-# way inside ``fit``, on a validation tenth of the rows
+# way inside ``fit``, on a validation fifth of the rows
 # (``prior_shape_search_`` holds the scores); below, a grid search over the
 # component shape alone (the factor shape fixed at 0.1) does it by hand with
 # cross-validation, for comparison. A sparse component shape (0.1) keeps

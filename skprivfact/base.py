@@ -126,6 +126,13 @@ class CentralPrivacyEstimator(BaseEstimator):
         return engine
 
     @property
+    def _is_private(self):
+        """Whether fits add noise: anything computed from the records without
+        it (a training objective, say) must then stay out of output."""
+        noise_multiplier = getattr(self, "noise_multiplier", None)
+        return noise_multiplier is not None or not math.isinf(self.epsilon)
+
+    @property
     def privacy_spent_(self):
         """``(epsilon, delta)`` spent by the releases of the current model.
 

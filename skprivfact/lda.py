@@ -450,11 +450,10 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         means all processors.
     verbose : int or "bar", default=0
         Progress in the format of every skprivfact estimator: 1 prints about
-        ten lines, 2 one per iteration (the bound per word on the batch, the
-        epsilon spent so far, elapsed time and time left); "bar" draws a tqdm
-        bar (the ``progress`` extra). The bound printed is computed on the
-        private batch without noise: it is for the data holder, not for
-        release.
+        ten lines, 2 one per pass (the epsilon spent so far, elapsed time and
+        time left, and without privacy the training perplexity every
+        ``evaluate_every`` passes); "bar" draws a tqdm bar (the ``progress``
+        extra).
     accountant : {"rdp", "pld"}, default="rdp"
         The privacy accountant: Renyi DP, or privacy loss distributions
         (tight: less noise for the same claim; needs dp-accounting).
@@ -725,15 +724,15 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         if values.size and values.min() < 0:
             raise ValueError(
                 "Negative values in data passed to X: it must hold non-negative "
-                f"word counts (or weights); found {values.min()!r}."
+                "word counts (or weights)."
             )
         if integer and values.dtype.kind == "f" and values.size:
             fractional = values != np.floor(values)
             if np.any(fractional):
                 raise ValueError(
                     "DPLDA with privacy resamples the tokens of every document, "
-                    "which needs integer word counts; found the non-integer value "
-                    f"{values[fractional].flat[0]!r}. Pass raw counts, or use "
+                    "which needs integer word counts; found a non-integer value. "
+                    "Pass raw counts, or use "
                     'epsilon=float("inf") (no noise) to fit fractional weights '
                     "such as tf-idf."
                 )
@@ -745,7 +744,7 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
             longest = float(np.max(X.sum(axis=1, dtype=np.float64)))
             if longest >= _MAX_DOCUMENT_TOKENS:
                 raise ValueError(
-                    f"X holds a document of {longest:.6g} tokens; DPLDA with "
+                    "X holds a document of 2**53 tokens or more; DPLDA with "
                     "privacy resamples the tokens of every document, which needs "
                     f"fewer than 2**53 = {_MAX_DOCUMENT_TOKENS} per document."
                 )
@@ -759,10 +758,6 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
             X = X.copy()
             X.sum_duplicates()
         return X
-
-    @property
-    def _is_private(self):
-        return self.noise_multiplier is not None or not math.isinf(self.epsilon)
 
     def _batch_size(self):
         """The batch size of the plan: None (every document) for batch learning."""

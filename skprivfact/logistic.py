@@ -36,6 +36,8 @@ __all__ = ["DPBayesLogReg"]
 # Largest mean of a Polya-Gamma(1, c) variable, attained at c = 0; it bounds
 # each record's second-moment contribution.
 _MAX_EXPECTED_OMEGA = 0.25
+# The released second moment is bounded by data_norm**2, which must be finite.
+_MAX_DATA_NORM = 1e150
 # Below this |c| the series tanh(c/2)/(2c) = 1/4 - c^2/48 + ... is used: the
 # ratio itself loses digits to cancellation near 0.
 _SMALL_LOGIT_SCALE = 1e-4
@@ -541,8 +543,8 @@ class DPBayesLogReg(ClassifierMixin, TransformerMixin, CentralPrivacyEstimator):
     does not reach them. Everything fitted is post-processing of these
     releases. Not covered: ``data_norm=None``, which reads the bound off the
     data (a :class:`~skprivfact.exceptions.PrivacyLeakWarning` is issued and
-    ``data_norm_`` reveals the largest row norm), and the two label values
-    (``classes_``). A :class:`~skprivfact.privacy.PrivacyBudget` passed as
+    ``data_norm_`` reveals the largest row norm), and, with ``classes=None``,
+    the two label values (``classes_``), read from ``y``. A :class:`~skprivfact.privacy.PrivacyBudget` passed as
     ``budget`` is charged by every fit, for one total across fits.
     ``epsilon=float("inf")`` runs the same algorithm without noise (with
     ``learning_decay="auto"``, as plain variational Bayes in full batch).
@@ -578,8 +580,13 @@ class DPBayesLogReg(ClassifierMixin, TransformerMixin, CentralPrivacyEstimator):
     data_norm : float, default=None
         Bound on the Euclidean norm of each row of ``X``; longer rows are
         clipped to it, in :meth:`fit` and at prediction. None takes the largest
-        row norm of the training data, which leaks it
+        row norm of the training data, which a private fit leaks
         (:class:`~skprivfact.exceptions.PrivacyLeakWarning`).
+    classes : array-like of shape (2,), default=None
+        The two label values, public. None reads them from ``y``, which the
+        guarantee does not cover (and a ``y`` of one class is then an
+        error); given, every label of ``y`` must be one of them, and a ``y``
+        of one class fits.
     fit_intercept : bool, default=True
         Whether to add a constant feature (inside the norm bound).
     max_iter : int, default=10
@@ -632,7 +639,8 @@ class DPBayesLogReg(ClassifierMixin, TransformerMixin, CentralPrivacyEstimator):
     Attributes
     ----------
     classes_ : ndarray of shape (2,)
-        The two class labels; the second is the positive class.
+        The two class labels, sorted (``classes`` or those of ``y``); the
+        second is the positive class.
     coef_ : ndarray of shape (1, n_features)
         Posterior mean of the weights of the features.
     intercept_ : ndarray of shape (1,)
@@ -706,6 +714,7 @@ class DPBayesLogReg(ClassifierMixin, TransformerMixin, CentralPrivacyEstimator):
     _parameter_constraints: dict = {
         **CentralPrivacyEstimator._parameter_constraints,
         "data_norm": [Interval(Real, 0, None, closed="neither"), None],
+        "classes": ["array-like", None],
         "fit_intercept": ["boolean"],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "batch_size": [Interval(Integral, 1, None, closed="left"), None],
@@ -723,6 +732,7 @@ class DPBayesLogReg(ClassifierMixin, TransformerMixin, CentralPrivacyEstimator):
         epsilon=1.0,
         delta=1e-5,
         data_norm=None,
+        classes=None,
         fit_intercept=True,
         max_iter=10,
         batch_size=None,
@@ -739,6 +749,7 @@ class DPBayesLogReg(ClassifierMixin, TransformerMixin, CentralPrivacyEstimator):
         self.epsilon = epsilon
         self.delta = delta
         self.data_norm = data_norm
+        self.classes = classes
         self.fit_intercept = fit_intercept
         self.max_iter = max_iter
         self.batch_size = batch_size
@@ -757,6 +768,16 @@ class DPBayesLogReg(ClassifierMixin, TransformerMixin, CentralPrivacyEstimator):
         if y_type != "binary":
             # scikit-learn's error (or warning) for targets that are not classes.
             check_classification_targets(y)
+        if self.classes is not None:
+            classes = np.unique(np.asarray(self.classes))
+            if np.ndim(self.classes) != 1 or classes.size != 2 or len(self.classes) != 2:
+                raise ValueError(
+                    f"classes must hold two distinct labels; got {self.classes!r}."
+                )
+            if not np.all(np.isin(y, classes)):
+                # The label is not named: it may be a private record's.
+                raise ValueError("y holds a label that is not one of classes.")
+            return classes
         classes = np.unique(y)
         if classes.size < 2:
             raise ValueError(
@@ -797,17 +818,24 @@ class DPBayesLogReg(ClassifierMixin, TransformerMixin, CentralPrivacyEstimator):
         X = np.asarray(X, dtype=np.float64)
 
         if self.data_norm is None:
-            warnings.warn(
-                "data_norm is None: the largest row norm of X is used as the norm "
-                "bound. This reveals that norm and is not covered by the privacy "
-                "guarantee; set data_norm to a bound fixed independently of the "
-                "data.",
-                PrivacyLeakWarning,
-            )
+            if self._is_private:
+                warnings.warn(
+                    "data_norm is None: the largest row norm of X is used as the "
+                    "norm bound. This reveals that norm and is not covered by the "
+                    "privacy guarantee; set data_norm to a bound fixed "
+                    "independently of the data.",
+                    PrivacyLeakWarning,
+                )
             largest = float(np.max(np.linalg.norm(X, axis=1)))
             data_norm = largest if largest > 0 else 1.0
         else:
             data_norm = float(self.data_norm)
+        if not data_norm < _MAX_DATA_NORM:
+            source = "the largest row norm of X" if self.data_norm is None else "data_norm"
+            raise ValueError(
+                f"{source} must be below {_MAX_DATA_NORM:g}: its square bounds the "
+                "released second moment. Rescale X (and data_norm)."
+            )
 
         n_samples = X.shape[0]
         engine = self._start_privacy(n_samples, self.batch_size)

@@ -302,6 +302,13 @@ def _check_sensitivities(sensitivities):
 
 
 def _check_numpy_random_state(random_state):
+    """The noise stream: None is fresh operating-system entropy.
+
+    Not numpy's global RandomState (scikit-learn's reading of None): a
+    ``np.random.seed`` anywhere in the process would replay that noise.
+    """
+    if random_state is None:
+        return np.random.default_rng()
     if isinstance(random_state, np.random.Generator):
         return random_state
     if isinstance(random_state, random.Random):
@@ -377,7 +384,9 @@ def symmetric_gaussian_noise(n_features, scale, *, random_state=None):
     scale : float
         The noise std of each upper-triangle entry, non-negative and finite.
     random_state : int, RandomState instance, Generator or None, default=None
-        Source of the noise. Pass an int for reproducible output.
+        Source of the noise. None (the default) draws from fresh
+        operating-system entropy, never numpy's global state; pass an int for
+        reproducible output.
 
     Returns
     -------
@@ -453,11 +462,15 @@ def gaussian_mechanism(
     symmetric : sequence of bool, default=None
         Which blocks are symmetric matrices; those must be square and get the
         symmetric noise of :func:`symmetric_gaussian_noise`, with their
-        Frobenius sensitivity. None means no symmetric block.
+        Frobenius sensitivity. None means no symmetric block. A block marked
+        symmetric is released as its symmetric part ``(A + A.T) / 2``.
     random_state : int, RandomState instance, Generator or None, default=None
-        Source of the noise. Pass an int for reproducible output. With
-        ``secure=True``: None (the operating system's cryptographic
-        randomness) or, for tests only, a ``random.Random``.
+        Source of the noise. None (the default) draws from fresh
+        operating-system entropy, never numpy's global state (which a
+        ``np.random.seed`` elsewhere would make replayable); pass an int for
+        reproducible output. With ``secure=True``: None (the operating
+        system's cryptographic randomness) or, for tests only, a
+        ``random.Random``.
     secure : bool, default=False
         Draw floating-point-safe noise: each block is rounded to a grid of
         power-of-two step at most ``1e-3 * sensitivity / sqrt(size)`` and gets
@@ -523,6 +536,13 @@ def gaussian_mechanism(
                 f"blocks[{i}] is marked symmetric but has shape {block.shape}; a "
                 "symmetric block must be a square matrix."
             )
+    # The noise of a symmetric block is mirrored, so an asymmetric part
+    # would pass through unnoised: release the symmetric part, (A + A.T) / 2,
+    # whose sensitivity is at most A's (exactly A when A is symmetric).
+    blocks = [
+        (block + block.T) / 2.0 if is_symmetric else block
+        for block, is_symmetric in zip(blocks, symmetric, strict=True)
+    ]
     if secure:
         rng = _check_secure_random_state(random_state)
         sensitivities = _check_sensitivities(sensitivities)
@@ -945,8 +965,10 @@ def two_sided_geometric(
         Whether to use the exact integer sampler and cryptographic randomness.
     random_state : int, RandomState instance, Generator, random.Random or \
             None, default=None
-        Source of the noise. With ``secure=False``: None, an int, a numpy
-        ``RandomState`` or ``Generator``, as for any numpy-based estimator. With
+        Source of the noise. With ``secure=False``: None (fresh
+        operating-system entropy, never numpy's global state, which a
+        ``np.random.seed`` elsewhere would make replayable), an int, a numpy
+        ``RandomState`` or ``Generator``. With
         ``secure=True``: None (the default, ``secrets.SystemRandom``) or a
         ``random.Random`` instance, which is for reproducible tests only: the
         Mersenne Twister is predictable and gives no privacy.

@@ -54,14 +54,17 @@ class GeometricPrivatizer(
         ``secure=True``), for real releases. It is pure Python, roughly
         10**6 entries per second; ``random_state`` must then be None.
     random_state : int, RandomState instance or None, default=None
-        The numpy noise stream of the default sampler, created in :meth:`fit`;
-        each :meth:`transform` continues it, so repeated calls draw fresh noise
-        and the whole sequence is reproducible from an int. Every :meth:`fit`
-        with the same int restarts the same noise: never release two
-        different datasets with the same int seed (their difference would be
-        revealed). A RandomState instance is used as is and advanced by every
-        call, as in scikit-learn. numpy's sampler is not cryptographically
-        secure; use ``secure=True`` for real releases.
+        The numpy noise stream of the default sampler. None draws every
+        :meth:`transform`'s noise from fresh operating-system entropy (not
+        numpy's global state, which a ``np.random.seed`` elsewhere would make
+        replayable). An int or RandomState gives a stream created in
+        :meth:`fit` that each :meth:`transform` continues, so repeated calls
+        draw fresh noise and the whole sequence is reproducible from an int.
+        Every :meth:`fit` with the same int restarts the same noise: never
+        release two different datasets with the same int seed (their
+        difference would be revealed). A RandomState instance is used as is
+        and advanced by every call, as in scikit-learn. numpy's sampler is not
+        cryptographically secure; use ``secure=True`` for real releases.
 
     Attributes
     ----------
@@ -158,9 +161,12 @@ class GeometricPrivatizer(
             )
         check_count_matrix(X, estimator=self, reset=True)
         self.alpha_ = math.exp(-noise_ratio)
-        # The secure sampler opens the system's randomness on every call; the
-        # numpy stream lives here so that transform calls continue it.
-        self._noise_rng = None if self.secure else check_random_state(self.random_state)
+        # The secure sampler opens the system's randomness on every call, and
+        # so does the numpy one without a seed (fresh entropy, never numpy's
+        # global state); a seeded stream lives here so that transform calls
+        # continue it.
+        seeded = not self.secure and self.random_state is not None
+        self._noise_rng = check_random_state(self.random_state) if seeded else None
         return self
 
     def transform(self, X):

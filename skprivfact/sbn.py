@@ -274,7 +274,7 @@ class DPSigmoidBeliefNet(
     Each row ``v`` is read through ``u = v - 1/2`` clipped to Euclidean norm
     ``sqrt(n_features) / 2`` (rows with values in [0, 1] satisfy it and are
     kept, up to a relative rounding margin; values outside [0, 1] are
-    accepted and scaled with their row);
+    refused as input, so the clip is a safeguard);
     each iteration draws a Poisson-subsampled batch (rate ``q = batch_size /
     n_samples``, 1 for full batch), runs the local mean-field step of every
     row of the batch under the current (already released) posterior, clips
@@ -347,10 +347,9 @@ class DPSigmoidBeliefNet(
         batches and ``accountant="rdp"``.
     verbose : int or "bar", default=0
         Progress in the format of every skprivfact estimator, per pass: the
-        mean variational bound of the last batch, the epsilon spent so far,
-        elapsed time and time left; "bar" draws a tqdm bar. The bound of a
-        private batch is not released: printing it leaks, so use it for
-        debugging only.
+        epsilon spent so far, elapsed time and time left, and without privacy
+        (``epsilon=float("inf")``) the mean variational bound of the last
+        batch, which a private fit does not release; "bar" draws a tqdm bar.
     random_state : int, RandomState instance or None, default=None
         Seeds the initial weights and the importance samples; never the
         batches or the noise.
@@ -386,6 +385,9 @@ class DPSigmoidBeliefNet(
         :func:`~skprivfact.privacy.reproducible_noise` (not private).
     n_iter_ : int
         Passes run.
+    n_batch_iter_ : int
+        One more than the number of iterations (released statistics) so far,
+        as in scikit-learn's online LDA; it sets the step size.
     n_releases_ : int
         Releases (iterations) run.
     n_features_in_ : int
@@ -671,7 +673,16 @@ class DPSigmoidBeliefNet(
 
     def _check_X(self, X, reset):
         X = validate_data(self, X, reset=reset, dtype=[np.float64, np.float32])
-        return np.asarray(X, dtype=np.float64)
+        X = np.asarray(X, dtype=np.float64)
+        if X.size and (X.min() < 0.0 or X.max() > 1.0):
+            # Other values have no likelihood under the model (a score would
+            # come out positive). The value is not named: it may be private.
+            raise ValueError(
+                f"{type(self).__name__} models binary rows: X must hold values in "
+                "[0, 1] (fractions are soft observations). Binarize it first, for "
+                "example X > threshold."
+            )
+        return X
 
     def _run(self, U, engine, n_steps):
         mu = batch = None
@@ -704,6 +715,7 @@ class DPSigmoidBeliefNet(
             The fitted estimator.
         """
         self._refuse_fit_params(fit_params)
+        private = self._is_private
         n_samples = _num_samples(X)
         engine = self._start(n_samples)
         X = self._check_X(X, reset=True)
@@ -716,7 +728,9 @@ class DPSigmoidBeliefNet(
             self.n_iter_ = n_pass
             progress.update(
                 n_pass,
-                objective=lambda: self._batch_bound(batch),
+                # the batch's bound is computed without noise: not printed
+                # by a private fit
+                objective=None if private else (lambda: self._batch_bound(batch)),
                 epsilon_spent=lambda: engine.spent[0],
             )
         progress.close()

@@ -121,15 +121,20 @@ def _scaling(values, bounds, name, private, warn_name):
     return offset, scale, None
 
 
-def _apply_scaling(values, offset, scale, box, name):
+def _apply_scaling(values, offset, scale, box, name, warn=True):
+    """Clip ``values`` to ``box`` and map them; ``warn`` says if any was clipped.
+
+    A private fit clips its training records silently: whether one of them
+    lies outside the bounds is not released.
+    """
     if box is not None:
         outside = np.any(values < box[0]) or np.any(values > box[1])
-        if outside:
+        if outside and warn:
             warnings.warn(
                 f"Some values lie outside {name}; they were clipped to the bounds.",
                 UserWarning,
             )
-            values = np.clip(values, box[0], box[1])
+        values = np.clip(values, box[0], box[1])
     return (values - offset) / scale
 
 
@@ -642,15 +647,16 @@ class DPSEPRegressor(
         return the last factor.
     bounds_X : tuple (lower, upper) or None, default=None
         Public bounds of the inputs, scalars or arrays of length
-        ``n_features``; inputs are clipped to them (with a warning) and mapped
-        to [-1, 1]. None standardizes with the training data's mean and
-        standard deviation: the right choice with ``epsilon=inf`` (raw data
-        need no preprocessing; nothing is released), and a leak under noise,
-        where it issues a
-        :class:`~skprivfact.exceptions.PrivacyLeakWarning`. Under noise the
-        map comes from the bounds alone: no private estimate of the data's
-        location and scale is made, so bounds much wider than the data leave
-        the scaled inputs in a small part of [-1, 1].
+        ``n_features``; inputs are clipped to them and mapped to [-1, 1]. A
+        clipped input warns, except a private fit's training rows: whether a
+        record lies outside the bounds is not released. None standardizes with
+        the training data's mean and standard deviation: the right choice with
+        ``epsilon=inf`` (raw data need no preprocessing; nothing is released),
+        and a leak under noise, where it issues a
+        :class:`~skprivfact.exceptions.PrivacyLeakWarning`. Under noise the map
+        comes from the bounds alone: no private estimate of the data's location
+        and scale is made, so bounds much wider than the data leave the scaled
+        inputs in a small part of [-1, 1].
     bounds_y : tuple (lower, upper) or None, default=None
         Public bounds of the target, likewise.
     prior_precision : float or "auto", default="auto"
@@ -868,7 +874,7 @@ class DPSEPRegressor(
                 f"{type(self).__name__} needs at least 2 samples; got n_samples = "
                 f"{n_samples}."
             )
-        private = not math.isinf(self.epsilon)
+        private = self._is_private
         model_name = self.model
         if model_name == "auto":
             # Under noise every weight's natural parameters carry it: the few
@@ -930,8 +936,10 @@ class DPSEPRegressor(
         self.X_offset_, self.X_scale_, self._X_box = X_offset, X_scale, X_box
         self._y_box = y_box
         self.y_offset_, self.y_scale_ = float(y_offset[0]), float(y_scale[0])
-        X_scaled = _apply_scaling(X, X_offset, X_scale, X_box, "bounds_X")
-        y_scaled = _apply_scaling(y[:, None], y_offset, y_scale, y_box, "bounds_y")[:, 0]
+        X_scaled = _apply_scaling(X, X_offset, X_scale, X_box, "bounds_X", warn=not private)
+        y_scaled = _apply_scaling(
+            y[:, None], y_offset, y_scale, y_box, "bounds_y", warn=not private
+        )[:, 0]
 
         noise_variance = (
             None if self.noise_variance is None else self.noise_variance / self.y_scale_**2

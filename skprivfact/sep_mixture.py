@@ -39,6 +39,10 @@ _INIT_SPREAD = 1.0
 _INIT_STRENGTH = 1.0
 # batch_size="auto": this many updates per pass.
 _AUTO_UPDATES_PER_PASS = 10
+# The smallest component variance, relative to the squared scale of the
+# data, that the fit takes: components narrower than 1e-8 of the data's scale
+# are points (below about 1e-22 the moment matching divides by zero).
+_MIN_SCALED_VARIANCE = 1e-16
 
 
 class _MixtureModel:
@@ -275,12 +279,12 @@ class DPSEPGaussianMixture(
         Fraction in (0, 1] of the last updates whose released factors are
         averaged into the returned posterior.
     bounds_X : tuple (lower, upper) or None, default=None
-        Public bounds of the data, scalars or arrays of length
-        ``n_features``; records are clipped to them (with a warning) for
-        fitting and mapped to [-1, 1] by one common scale (the largest
-        half-range), which keeps the components isotropic. None standardizes
-        with the training data's mean and standard deviation (a leak when
-        ``epsilon`` is finite).
+        Public bounds of the data, scalars or arrays of length ``n_features``;
+        records are clipped to them (with a warning without privacy: a private
+        fit does not release whether a record lies outside) for fitting and
+        mapped to [-1, 1] by one common scale (the largest half-range), which
+        keeps the components isotropic. None standardizes with the training
+        data's mean and standard deviation (a leak when ``epsilon`` is finite).
     covariance : float, default=1.0
         The known variance of every coordinate of every component, in the
         units of ``X`` (the components are ``N(mu_k, covariance * I)``).
@@ -513,7 +517,7 @@ class DPSEPGaussianMixture(
                 f"{type(self).__name__} needs at least 2 samples; got n_samples = "
                 f"{n_samples}."
             )
-        private = not math.isinf(self.epsilon)
+        private = self._is_private
         if self.clip_norm is None and private:
             raise ValueError(
                 "clip_norm=None (no clipping) is only allowed with epsilon=inf: the "
@@ -536,8 +540,18 @@ class DPSEPGaussianMixture(
         scale = float(np.max(scale))
         if not scale > 0:
             scale = 1.0
+        if not self.covariance / scale / scale >= _MIN_SCALED_VARIANCE:
+            raise ValueError(
+                "covariance is negligible against the scale of X (below "
+                f"{_MIN_SCALED_VARIANCE:g} of its square; the scale is the half-"
+                "range of bounds_X, or X's standard deviation without bounds): "
+                "give covariance in the units of X, and check X for outliers or "
+                "set bounds_X."
+            )
         self.X_offset_, self.X_scale_, self._X_box = offset, scale, box
-        Z = _apply_scaling(X, offset, np.full(n_features, scale), box, "bounds_X")
+        Z = _apply_scaling(
+            X, offset, np.full(n_features, scale), box, "bounds_X", warn=not private
+        )
 
         if self.mean_prior is None:
             prior_mean = np.zeros(n_features)

@@ -4,6 +4,7 @@ import io
 import math
 import pickle
 import re
+import warnings
 from contextlib import redirect_stdout
 from fractions import Fraction
 from pathlib import Path
@@ -541,6 +542,11 @@ def test_data_norm_none_warns_and_records_the_leaked_bound():
     with pytest.warns(PrivacyLeakWarning, match="data_norm is None"):
         clf = DPBayesLogReg(max_iter=3, random_state=0).fit(X, y)
     assert clf.data_norm_ == pytest.approx(np.linalg.norm(X, axis=1).max())
+    # without noise nothing is released: no leak to warn of
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrivacyLeakWarning)
+        clean = DPBayesLogReg(epsilon=INF, max_iter=3).fit(X, y)
+    assert clean.data_norm_ == clf.data_norm_
 
 
 def test_private_fit_recovers_the_signal_at_moderate_epsilon():
@@ -654,6 +660,7 @@ def test_pickle_clone_and_grid_search():
         ({"data_norm": 0.0}, "data_norm"),
         ({"data_norm": -1.0}, "data_norm"),
         ({"data_norm": INF}, "data_norm"),
+        ({"data_norm": 1e300}, r"data_norm must be below 1e\+150: its square"),
         ({"epsilon": 0.0}, "epsilon"),
         ({"delta": 1.0}, "delta"),
         ({"max_iter": 0}, "max_iter"),
@@ -665,6 +672,22 @@ def test_bad_parameters_are_rejected(params, match):
     X, y, _ = make_problem(50, 2)
     with pytest.raises(ValueError, match=match):
         DPBayesLogReg(**params).fit(X, y)
+
+
+def test_given_classes_fit_a_y_of_one_class_and_refuse_others_unnamed():
+    X, y, _ = make_problem(60, 2)
+    labels = np.where(y == 1, "spam", "ham")
+    clf = DPBayesLogReg(data_norm=1.0, max_iter=2, classes=["spam", "ham"])
+    np.testing.assert_array_equal(clf.fit(X, labels).classes_, ["ham", "spam"])
+    # Without classes, whether a class is present would decide success.
+    clf.fit(X, np.full(60, "ham"))
+    assert clf.predict_proba(X)[:, 1].mean() < 0.5  # leans to the only label seen
+    with pytest.raises(ValueError, match="not one of classes") as error:
+        clf.fit(X, np.where(y == 1, "secret-label", "ham"))
+    assert "secret-label" not in str(error.value)
+    for bad in (["spam"], ["spam", "spam"], [["spam", "ham"]]):
+        with pytest.raises(ValueError, match="classes must hold two distinct"):
+            DPBayesLogReg(data_norm=1.0, classes=bad).fit(X, labels)
 
 
 def test_bad_input_is_rejected():
@@ -683,6 +706,8 @@ def test_bad_input_is_rejected():
             clf.fit(X_bad, y)
     with pytest.raises(TypeError, match="Sparse data was passed"):
         clf.fit(sp.csr_matrix(X), y)
+    with pytest.raises(ValueError, match="the largest row norm of X must be below"):
+        DPBayesLogReg(epsilon=INF, max_iter=2).fit(X * 1e200, y)
     clf.fit(X, y)
     with pytest.raises(TypeError, match="Sparse data was passed"):
         clf.predict(sp.csr_matrix(X))

@@ -309,6 +309,38 @@ def test_gaussian_mechanism_zero_noise_and_reproducibility():
     assert all(np.all(np.isfinite(block)) for block in generator_draws)
 
 
+@pytest.mark.parametrize(
+    "draw",
+    [
+        lambda: two_sided_geometric(1.0, size=1000),
+        lambda: gaussian_mechanism([np.zeros(50), np.zeros((5, 5))], [1.0, 1.0], 1.0,
+                                   symmetric=[False, True])[0],
+        lambda: symmetric_gaussian_noise(10, 1.0),
+    ],
+    ids=["two_sided_geometric", "gaussian_mechanism", "symmetric_gaussian_noise"],
+)
+def test_unseeded_noise_is_not_replayed_by_numpy_global_seed(draw):
+    draws = []
+    for _ in range(2):
+        np.random.seed(0)
+        draws.append(draw())
+    assert not np.array_equal(*draws)
+
+
+@pytest.mark.parametrize("secure", [False, True])
+def test_a_symmetric_block_is_released_as_its_symmetric_part(secure):
+    # Mirrored noise on an asymmetric block would release A - A.T unnoised.
+    A = np.arange(9.0).reshape(3, 3)
+    quiet, noisy = (
+        gaussian_mechanism([A], [1.0], multiplier, symmetric=[True], secure=secure)[0]
+        for multiplier in (1e-9 if secure else 0.0, 100.0)
+    )
+    # the secure release rounds to its grid (step below 1e-3)
+    np.testing.assert_allclose(quiet, (A + A.T) / 2, atol=1e-3 if secure else 0)
+    np.testing.assert_array_equal(noisy, noisy.T)
+    assert np.abs(noisy - (A + A.T) / 2).max() > 10  # the noise is there
+
+
 def test_symmetric_gaussian_noise_law():
     n_features, scale = 12, 0.7
     rng = np.random.RandomState(1)

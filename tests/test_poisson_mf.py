@@ -711,6 +711,27 @@ def test_grid_search_over_epsilon_traces_privacy_utility(synthetic):
     assert search.best_params_ == {"epsilon": 4.0}
 
 
+def test_privatize_without_a_seed_draws_noise_numpy_global_seed_cannot_replay(
+        monkeypatch):
+    X = np.random.default_rng(0).poisson(2.0, size=(30, 8))
+    noise = []
+
+    def recording(*args, **kwargs):
+        noise.append(two_sided_geometric(*args, **kwargs))
+        return noise[-1]
+
+    monkeypatch.setattr(_estimator, "two_sided_geometric", recording)
+    for _ in range(2):
+        np.random.seed(0)
+        model = PrivatePoissonMF(2, epsilon=1.0, privatize=True, max_iter=5,
+                                 factor_prior_shape=0.3, component_prior_shape=0.3)
+        model.fit(X).transform(X)
+    # the fits' releases differ, and so do the transforms'
+    assert len(noise) == 4
+    assert not np.array_equal(noise[0], noise[2])
+    assert not np.array_equal(noise[1], noise[3])
+
+
 def test_pipeline_with_privatizer(synthetic):
     X = synthetic[0]
     pipe = make_pipeline(

@@ -246,6 +246,27 @@ def test_partial_fit_spends_one_release_per_call():
     assert model.privacy_spent_[0] <= 2.0
 
 
+@pytest.mark.parametrize("value", [-0.5, 2.0, 16.0])
+def test_values_outside_zero_one_are_refused_without_naming_them(value):
+    # Pixel intensities (0..16) would fit and score garbage: a positive
+    # "log-likelihood" of binary rows.
+    X, _, _ = make_sigmoid_belief_net(40, 6, 2, random_state=0)
+    X_bad = X.copy()
+    X_bad[3, 2] = value
+    message = r"models binary rows: X must hold values in \[0, 1\]"
+    for epsilon in (1.0, float("inf")):
+        with pytest.raises(ValueError, match=message) as error:
+            DPSigmoidBeliefNet(2, epsilon=epsilon, max_iter=1).fit(X_bad)
+        assert str(value) not in str(error.value)
+    model = DPSigmoidBeliefNet(2, epsilon=float("inf"), max_iter=2, random_state=0)
+    model.fit(X)
+    for method in (model.transform, model.score, model.partial_fit):
+        with pytest.raises(ValueError, match=message):
+            method(X_bad)
+    # soft observations in [0, 1] are accepted, and a score is a log-probability
+    assert model.score(np.clip(X, 0.25, 0.75)) < 0 and model.score(X) < 0
+
+
 def _binary_digits(classes):
     digits = load_digits()
     keep = np.isin(digits.target, classes)

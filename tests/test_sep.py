@@ -387,7 +387,9 @@ def adversarial_data(n_samples, n_features=3, seed=0):
 def test_sites_and_factor_never_exceed_clip_norm(clip_record, params):
     X, y = adversarial_data(200)
     clip_norm = 0.5
-    with pytest.warns(UserWarning, match="outside bounds_X"):
+    with warnings.catch_warnings():
+        # a private fit clips silently
+        warnings.filterwarnings("error", message=".*outside bounds")
         reg = DPSEPRegressor(
             epsilon=1.0,
             clip_norm=clip_norm,
@@ -836,7 +838,7 @@ def test_bad_input_is_rejected():
 
 
 @pytest.mark.parametrize("model", ["linear", "mlp"])
-def test_values_outside_the_bounds_are_clipped_with_a_warning(model):
+def test_values_outside_the_bounds_are_clipped_and_said_only_without_privacy(model):
     X, y = make_linear(200)
     X[0, 0] = 100.0
     params = {
@@ -847,6 +849,7 @@ def test_values_outside_the_bounds_are_clipped_with_a_warning(model):
         "bounds_X": BOUNDS_X,
         "bounds_y": BOUNDS_Y,
         "random_state": 0,
+        "epsilon": float("inf"),
     }
     with pytest.warns(UserWarning, match="outside bounds_X; they were clipped"):
         reg = DPSEPRegressor(**params).fit(X, y)
@@ -859,6 +862,11 @@ def test_values_outside_the_bounds_are_clipped_with_a_warning(model):
     y_out[1] = -50.0
     with pytest.warns(UserWarning, match="outside bounds_y; they were clipped"):
         DPSEPRegressor(**params).fit(X_in, y_out)
+    # A private fit clips as silently as it fits rows inside the bounds:
+    # whether a record lies outside them is not released.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*outside bounds")
+        DPSEPRegressor(**{**params, "epsilon": 1.0}).fit(X, y_out)
     # Prediction clips too: a point beyond the bound predicts as the bound.
     with pytest.warns(UserWarning, match="outside bounds_X"):
         outside = reg.predict(X[:1], return_std=True)

@@ -175,6 +175,15 @@ def test_parameter_errors():
         mixture(weights=[0.5, 0.5]).fit(X)
     with pytest.raises(ValueError, match="at least 2 samples"):
         mixture().fit(X[:1])
+    # A component variance negligible against the data's scale (one outlier
+    # of 1e12 standardizes the rest onto a point) is refused, not divided by.
+    X_outlier = X.copy()
+    X_outlier[0, 0] = 1e12
+    for params in ({"bounds_X": None, "epsilon": math.inf, "clip_norm": None},
+                   {"bounds_X": (-1e12, 1e12)}):
+        with pytest.raises(ValueError, match="covariance is negligible against the "
+                           "scale of X"):
+            mixture(**params).fit(X_outlier)
 
 
 def test_known_weights_enter_the_responsibilities():

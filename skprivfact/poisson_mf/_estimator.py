@@ -18,6 +18,7 @@ from sklearn.base import (
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
 from ..base import LocalPrivacyEstimator
@@ -315,7 +316,12 @@ class PrivatePoissonMF(
         int gives the same result for any number of threads, and restarts the
         same noise at every :meth:`fit` (as in cross-validation): for real
         releases with ``privatize=True`` leave it None, since two different
-        datasets released with the same noise reveal their difference.
+        datasets released with the same noise reveal their difference. With
+        None the noise is drawn from fresh operating-system entropy at every
+        release, never from numpy's global state. For cryptographically
+        secure, exact noise, release the counts with
+        :class:`~skprivfact.GeometricPrivatizer` (``secure=True``) and fit
+        them with ``privatize=False``.
     verbose : int or "bar", default=0
         Progress output, one line per report in the format shared by
         skprivfact's estimators: "iteration i of n, objective ..., elapsed
@@ -719,10 +725,13 @@ class PrivatePoissonMF(
         self._check_params()
         dtype = _output_dtype(X)
         rng = check_random_state(self.random_state)
-        X, _ = self._check_input(X, reset=True, rng=rng)
-        # transform and score continue this stream, so every release made
-        # with privatize=True gets fresh noise
-        self._noise_rng = rng if self.privatize else None
+        # Unseeded noise comes from fresh entropy (None), never from numpy's
+        # global state, which a np.random.seed elsewhere would replay; a seed
+        # gives one stream that transform and score continue, so every
+        # release made with privatize=True gets fresh noise.
+        noise_rng = None if self.random_state is None else rng
+        X, _ = self._check_input(X, reset=True, rng=noise_rng)
+        self._noise_rng = noise_rng if self.privatize else None
         n_rows, n_cols = X.shape
         if self.n_components > min(n_rows, n_cols):
             warnings.warn(
@@ -1090,7 +1099,12 @@ class PrivatePoissonMF(
         X_new : ndarray of shape (n_samples, n_components)
             E[theta] of each row: for CAVI, those :meth:`transform` gives the
             same rows after the fit (found with q(phi) fixed from the same
-            start); for MCMC, the mean of the samples.
+            start); for MCMC, the mean of the samples, drawn jointly with the
+            components. After MCMC, :meth:`transform` of the same rows draws
+            them again with the components fixed at their posterior mean:
+            the two differ by Monte Carlo error and the components' posterior
+            spread, so features to be compared across training and test rows
+            are best all taken from :meth:`transform`.
         """
         check_no_fit_params(self, fit_params, _SAMPLE_WEIGHT_REASON)
         return self._fit(X)
@@ -1159,6 +1173,19 @@ class PrivatePoissonMF(
         self._scale_totals = (noisy_total, noisy_total / self.count_scale_)
         self.n_steps_ = 1
 
+    def _check_partial_fit(self):
+        # As scikit-learn's MLP hides partial_fit from solvers without it:
+        # hasattr(model, "partial_fit") is then False.
+        if self.solver != "cavi" or (
+                self.epsilon is not None and self.noise_update != "marginal"):
+            raise AttributeError(
+                "partial_fit needs solver='cavi' and, with noise, "
+                f"noise_update='marginal'; got solver={self.solver!r}, "
+                f"noise_update={self.noise_update!r}."
+            )
+        return True
+
+    @available_if(_check_partial_fit)
     @_fit_context(prefer_skip_nested_validation=True)
     def partial_fit(self, X, y=None, **fit_params):
         """Update the model with a block of rows, without keeping them.
@@ -1192,13 +1219,6 @@ class PrivatePoissonMF(
             The updated estimator.
         """
         check_no_fit_params(self, fit_params, _SAMPLE_WEIGHT_REASON)
-        if self.solver != "cavi" or (
-                self.epsilon is not None and self.noise_update != "marginal"):
-            raise ValueError(
-                "partial_fit needs solver='cavi' and, with noise, "
-                f"noise_update='marginal'; got solver={self.solver!r}, "
-                f"noise_update={self.noise_update!r}."
-            )
         if not hasattr(self, "_component_statistics"):
             self._fit(X, return_factors=False)
             return self

@@ -1,12 +1,14 @@
 """Helpers shared by the test suite and the benchmark scripts."""
 
 import functools
+import inspect
 import threading
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn.utils.metaestimators import available_if
 
-__all__ = ["counts_adaptor", "dp_accounting_epsilon", "gaussian_kl"]
+__all__ = ["binary_adaptor", "counts_adaptor", "dp_accounting_epsilon", "gaussian_kl"]
 
 
 def gaussian_kl(mean_p, cov_p, mean_q, cov_q):
@@ -97,45 +99,64 @@ def _is_integral(values):
     return values.dtype.kind in "iub" or bool(np.all(values == np.floor(values)))
 
 
-def _to_counts(X):
-    """Scale fractional data to integer counts, keeping container and dtype.
+def _binarize(values):
+    """1 where positive, 0 elsewhere; NaN and infinity kept."""
+    return np.where(np.isfinite(values), values > 0, values)
 
-    NaN, infinity, zeros and the sign survive (so the checks of bad input
-    still see it); data that is already integral, complex, or cannot be read
-    as numbers (an object array holding a dict, say) passes through unchanged.
+
+def _is_binary(values):
+    return bool(np.all((values == 0) | (values == 1)))
+
+
+# How each adaptor maps the checks' data into its estimators' domain, and
+# tells data already inside it.
+_DOMAINS = {
+    "Counts": (_round_away, _is_integral),
+    "Binary": (_binarize, _is_binary),
+}
+
+
+def _to_domain(X, domain):
+    """Map fractional data into ``domain``, keeping container and dtype.
+
+    NaN, infinity and zeros survive (so the checks of bad input still see
+    them; counts keep the sign too); data already in the domain, complex, or
+    that cannot be read as numbers (an object array holding a dict, say)
+    passes through unchanged.
     """
+    convert, inside = _DOMAINS[domain]
     if getattr(getattr(X, "dtype", None), "kind", None) == "c":
         return X
     if sp.issparse(X):
         csr = X.tocsr(copy=True)
-        if csr.dtype.kind != "f" or _is_integral(csr.data):
+        if csr.dtype.kind != "f" or inside(csr.data):
             return X
-        csr.data = _round_away(csr.data)
+        csr.data = convert(csr.data)
         return csr.asformat(X.format)
     if hasattr(X, "iloc"):  # a pandas DataFrame or Series keeps its names
-        if _is_integral(X.to_numpy()):
+        if inside(X.to_numpy()):
             return X
-        return X.apply(_round_away)
+        return X.apply(convert)
     try:
         values = np.asarray(X, dtype=float)
     except (TypeError, ValueError):
         return X
-    if values.ndim == 0 or _is_integral(values):
+    if values.ndim == 0 or inside(values):
         return X
-    counts = _round_away(values)
+    converted = convert(values)
     if isinstance(X, np.ndarray):
-        return counts.astype(X.dtype)
+        return converted.astype(X.dtype)
     if isinstance(X, list):
-        return counts.tolist()
-    return type(X)(counts)  # a non-array container such as _NotAnArray
+        return converted.tolist()
+    return type(X)(converted)  # a non-array container such as _NotAnArray
 
 
-def _adapt_method(method):
+def _adapt_method(method, domain):
     @functools.wraps(method)
     def adapted(self, X, *args, **kwargs):
         outermost = not getattr(_adapting, "active", False)
         if outermost:
-            X = _to_counts(X)
+            X = _to_domain(X, domain)
             _adapting.active = True
         try:
             return method(self, X, *args, **kwargs)
@@ -150,6 +171,13 @@ _ADAPTED_METHODS = (
     "fit", "partial_fit", "fit_transform", "transform", "score", "perplexity",
     "predict", "score_samples",
 )
+
+
+def _adapt_available_method(estimator_class, method, domain):
+    """The adapted method, hidden when the original is (``available_if``)."""
+    adapted = _adapt_method(getattr(estimator_class, method), domain)
+    check = getattr(inspect.getattr_static(estimator_class, method), "check", None)
+    return adapted if check is None else available_if(check)(adapted)
 
 
 def counts_adaptor(estimator_class):
@@ -187,11 +215,35 @@ def counts_adaptor(estimator_class):
     >>> Adapted(random_state=0).fit(np.array([[0.1, 0.5]])).n_features_in_
     2
     """
-    name = f"Counts{estimator_class.__name__}"
+    return _adaptor(estimator_class, "Counts")
+
+
+def binary_adaptor(estimator_class):
+    """A subclass of a binary-row estimator that binarizes its input first.
+
+    Test-only, as :func:`counts_adaptor`: finite values are mapped to 1 where
+    positive and 0 elsewhere, NaN and infinity kept. The subclass is
+    registered in this module under ``Binary`` + the class name.
+
+    Parameters
+    ----------
+    estimator_class : type
+        The estimator class, for example :class:`~skprivfact.DPSigmoidBeliefNet`.
+
+    Returns
+    -------
+    adapted_class : type
+        Subclass with ``adapted_from`` set to ``estimator_class``.
+    """
+    return _adaptor(estimator_class, "Binary")
+
+
+def _adaptor(estimator_class, domain):
+    name = f"{domain}{estimator_class.__name__}"
     if name in globals():
         return globals()[name]
     namespace = {
-        method: _adapt_method(getattr(estimator_class, method))
+        method: _adapt_available_method(estimator_class, method, domain)
         for method in _ADAPTED_METHODS
         if callable(getattr(estimator_class, method, None))
     }

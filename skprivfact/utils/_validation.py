@@ -59,9 +59,9 @@ def _check_integral(values, input_name, what):
         largest = max(abs(chunk.min().item()), abs(chunk.max().item()))
         if largest >= _MAX_ABS_COUNT:
             raise ValueError(
-                f"{input_name} holds the count {largest!r}; counts must "
-                f"be below 2**53 = {_MAX_ABS_COUNT} in absolute value, beyond which "
-                "float64 does not represent every integer."
+                f"{input_name} holds a count of 2**53 = {_MAX_ABS_COUNT} or more "
+                "in absolute value, beyond which float64 does not represent every "
+                "integer; counts must be below it."
             )
     if values.dtype.kind != "f":
         return
@@ -69,10 +69,10 @@ def _check_integral(values, input_name, what):
         chunk = flat[start:start + _CHECK_CHUNK]
         fractional = chunk != np.floor(chunk)
         if np.any(fractional):
-            example = chunk[fractional].flat[0]
+            # The value is not named: it may be a private record's.
             raise ValueError(
-                f"{input_name} must hold {what}; found the non-integer value "
-                f"{example!r}. Round or bin the data before privatizing it."
+                f"{input_name} must hold {what}; found a non-integer value. "
+                "Round or bin the data first."
             )
 
 
@@ -119,8 +119,8 @@ def check_count_matrix(
     if values.size and values.min() < 0:
         raise ValueError(
             f"Negative values in data passed to {input_name}: it must hold "
-            f"non-negative counts; found {values.min()!r}. Privatized (noisy) counts are passed to "
-            "an estimator with `epsilon` set, not to this one."
+            "non-negative counts. Privatized (noisy) counts are passed to an "
+            "estimator with `epsilon` set, not to this one."
         )
     _check_integral(values, input_name, "integer counts")
     return X
