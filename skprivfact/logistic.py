@@ -36,8 +36,12 @@ __all__ = ["DPBayesLogReg"]
 # Largest mean of a Polya-Gamma(1, c) variable, attained at c = 0; it bounds
 # each record's second-moment contribution.
 _MAX_EXPECTED_OMEGA = 0.25
-# The released second moment is bounded by data_norm**2, which must be finite.
-_MAX_DATA_NORM = 1e150
+# The released second moment is of the order of data_norm**2, which must stay
+# well inside float32 (3.4e38), in which the fast products and
+# eigendecomposition run.
+_MAX_DATA_NORM = 1e18
+# Beyond it the float32 eigendecomposition's cast would overflow.
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
 # Below this |c| the series tanh(c/2)/(2c) = 1/4 - c^2/48 + ... is used: the
 # ratio itself loses digits to cancellation near 0.
 _SMALL_LOGIT_SCALE = 1e-4
@@ -319,7 +323,10 @@ def _floored_posterior(second_total, floor, expected_precision, first_total):
             expected_precision * np.eye(n_weights) + second_total, first_total
         )
         return covariance, mean, lambda: second_total
-    if _FLOAT32_ROUNDING * np.linalg.norm(second_total) <= _EIGH_FLOAT32_SHARE * floor:
+    if (
+        _FLOAT32_ROUNDING * np.linalg.norm(second_total) <= _EIGH_FLOAT32_SHARE * floor
+        and np.abs(second_total).max() < _FLOAT32_MAX
+    ):
         # Rounding to float32 moves eigenvalues by far less than the floor
         # that the noise sets (and LAPACK's float32 solver is faster).
         values, vectors, info = lapack.ssyevd(second_total.astype(np.float32))

@@ -563,9 +563,9 @@ class DPSEPRegressor(
     ``bounds_X=None`` or ``bounds_y=None``, which standardize with the data's
     own mean and standard deviation (a
     :class:`~skprivfact.exceptions.PrivacyLeakWarning` is issued and the
-    fitted offsets and scales reveal them), and the one bit of the warning
-    that some values lay outside the bounds. ``epsilon=float("inf")`` runs
-    SEP without noise (unclipped by default, clipped with a ``clip_norm``).
+    fitted offsets and scales reveal them). Training rows outside the bounds
+    are clipped without a warning. ``epsilon=float("inf")`` runs SEP without
+    noise (unclipped by default, clipped with a ``clip_norm``).
 
     Raw data: with ``epsilon=float("inf")`` and the defaults (no bounds, the
     network, no clipping) inputs and target are standardized inside the

@@ -235,8 +235,8 @@ class DPSEPGaussianMixture(
     ``bounds_X`` and mapped to [-1, 1]. Not covered: ``bounds_X=None``, which
     standardizes with the data's own mean and standard deviation (a
     :class:`~skprivfact.exceptions.PrivacyLeakWarning` is issued and the
-    fitted ``X_offset_`` and ``X_scale_`` reveal them), and the one bit of
-    the warning that some values lay outside the bounds. ``covariance``,
+    fitted ``X_offset_`` and ``X_scale_`` reveal them); training records
+    outside the bounds are clipped without a warning. ``covariance``,
     ``weights`` and the prior are public parameters, never fitted.
     ``epsilon=float("inf")`` runs SEP without noise (clipped, or unclipped
     with ``clip_norm=None``).

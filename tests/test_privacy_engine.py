@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from scipy import stats
 from sklearn.model_selection import GridSearchCV
+from sklearn.utils.validation import validate_data
 
 import skprivfact
 from skprivfact import lda, logistic, sbn, sep, sep_mixture
@@ -36,7 +37,9 @@ def dp_estimator_classes():
 
 
 # Each case: a fast estimator with one full-batch release per fit, a small
-# dataset, an adversarial record (far outside every bound) and the record
+# dataset, an adversarial record (far outside every bound, or for the belief
+# network, which refuses rows outside [0, 1], the row farthest from the
+# replacement) and the record
 # that replaces it in the neighbouring dataset (None: the record is removed,
 # for estimators whose full-batch guarantee is add/remove).
 def _logreg_case(epsilon, **params):
@@ -260,8 +263,9 @@ def test_adversarial_record_moves_each_release_by_at_most_its_sensitivity(
     factor = 1.0 if estimator.neighbouring_relation_ == "add_remove" else 2.0
     for a, b, sensitivity in zip(first["clean"], second["clean"], first["sensitivities"]):
         assert np.linalg.norm(a - b) <= factor * sensitivity * (1 + 1e-9)
-    # The record is far outside the bounds: it moves the release by a good
-    # part of the bound (the test is not vacuous).
+    # The record is far outside the bounds (or as far from its replacement as
+    # the domain allows): it moves the release by a good part of the bound
+    # (the test is not vacuous).
     moved = [
         np.linalg.norm(a - b) / s
         for a, b, s in zip(first["clean"], second["clean"], first["sensitivities"])
@@ -508,15 +512,20 @@ def _break_the_bound(name, monkeypatch):
         monkeypatch.setattr(lda, "_e_step", unclipped)
     elif name == "DPSigmoidBeliefNet":
         # Rows in [0, 1] (all it accepts) meet its clips already: the broken
-        # variant tells the accountant a fiftieth of each block's sensitivity.
-        # (The two extreme rows move the stacked release by a fraction of its
-        # bound: with 1000 trials a side the audit's lower bound was 0 at the
-        # true bound and at half of it, 0.74 at a tenth, 4.3 at a fiftieth.)
-        sensitivities = sbn._block_sensitivities
+        # variant also accepts any row, and the canary lies far outside.
+        monkeypatch.setattr(sbn, "clip_rows", lambda X, max_norm: np.array(X, float))
         monkeypatch.setattr(
-            sbn, "_block_sensitivities",
-            lambda *args: tuple(value / 50 for value in sensitivities(*args)),
+            sbn.DPSigmoidBeliefNet, "_check_X",
+            lambda self, X, reset: np.asarray(
+                validate_data(self, X, reset=reset, dtype=np.float64)),
         )
+        case = CASES[name]
+
+        def far_canary(epsilon):
+            estimator, data, _, replacement = case(epsilon)
+            return estimator, data, (np.full((1, data[0].shape[1]), 1e3), None), replacement
+
+        monkeypatch.setitem(CASES, name, far_canary)
     else:
         raise AssertionError(f"no broken variant for {name}")
 

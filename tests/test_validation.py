@@ -51,11 +51,11 @@ def test_count_matrix_accepts_sparse(fmt):
     "X, message",
     [
         (
-            np.array([[1.0, 2.5]]),
+            np.array([[1.0, 2.375]]),
             "X must hold integer counts; found a non-integer value",
         ),
         (
-            np.array([[1, -2]]),
+            np.array([[1, -27]]),
             "Negative values in data passed to X: it must hold non-negative counts",
         ),
         (np.array([[1.0, np.nan]]), "Input X contains NaN"),
@@ -67,8 +67,10 @@ def test_count_matrix_accepts_sparse(fmt):
     ],
 )
 def test_count_matrix_rejects(X, message):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ValueError, match=message) as error:
         check_count_matrix(X)
+    # a record's value is not named: it may be private
+    assert "27" not in str(error.value) and "2.375" not in str(error.value)
 
 
 def test_count_matrix_names_the_input():
