@@ -326,7 +326,10 @@ def test_sampled_prior_shapes_keep_the_total_under_heavy_noise(shape, rate):
             4, epsilon=1.0, solver="mcmc", n_burn_in=200, n_kept_samples=100,
             sample_prior_shapes=sample, random_state=0,
         )
-        totals[sample] = (model.fit_transform(X_noisy) @ model.components_).mean() / X.mean()
+        factors = model.fit_transform(X_noisy)
+        # the posterior mean's total (before the scale to the released total)
+        posterior_components = model.components_ / model.total_scale_
+        totals[sample] = (factors @ posterior_components).mean() / X.mean()
         if sample:
             # the components' shared shape, and the factors' shapes, one per
             # component, each from 400 noisy rows: their median near the
@@ -905,8 +908,9 @@ def test_fitted_total_far_from_the_released_total_is_reported(capsys, monkeypatc
     assert simulated.std() == pytest.approx(math.sqrt(2 * alpha * 200) / (1 - alpha),
                                             rel=0.05)
     # rank-1 counts, and the same with sparse spikes one component cannot
-    # carry: the sampler takes the spikes for noise, so its total falls short
-    # of the release; CAVI scales its fit to the release
+    # carry: CAVI with a Bessel noise update takes the spikes for noise, so
+    # its total falls short of the release; the marginal update and the
+    # sampler end at the release
     rng = np.random.default_rng(0)
     rates = rng.gamma(1.0, 1.0, size=(300, 1)) @ (3.0 * rng.dirichlet(np.ones(60), size=1))
     rank_one = rng.poisson(rates).astype(np.float64)
@@ -917,20 +921,24 @@ def test_fitted_total_far_from_the_released_total_is_reported(capsys, monkeypatc
     sampler = {"solver": "mcmc", "random_state": 0}
     pattern = (r"The fitted total rate (\S+) is (\S+) below the released total (\S+), "
                r"(\S+) times the standard deviation of the noise in that total "
-               r"\((\S+)\): the components miss part of the signal\. solver='cavi'")
-    model = PrivatePoissonMF(1, epsilon=2.0, verbose=1, **sampler)
+               r"\((\S+)\): the components miss part of the signal\. "
+               r"noise_update='marginal' \(and the sampler\) scales the fit")
+    model = PrivatePoissonMF(1, epsilon=2.0, verbose=1, noise_update="bessel-mean",
+                             random_state=0)
     with pytest.warns(UserWarning, match=pattern) as record:
         factors = model.fit_transform(noisy_spiky)
     message = next(str(w.message) for w in record if "fitted total" in str(w.message))
     fitted, gap, released, ratio, std = map(float, re.match(pattern, message).groups())
-    assert fitted == pytest.approx((factors @ model.components_).sum(), rel=1e-5)
+    # (fit_transform gives the rows' factors as transform infers them)
+    assert fitted == pytest.approx((factors @ model.components_).sum(), rel=1e-3)
     assert released == pytest.approx(noisy_spiky.sum(), rel=1e-5)
     assert std == pytest.approx(noise_std, rel=1e-2)
     assert gap == pytest.approx(released - fitted, rel=1e-4)
     assert ratio == pytest.approx(gap / noise_std, abs=0.06) and ratio > 3.0
     assert (f"fitted total rate {fitted:.6g}, released total {released:.6g} "
             f"(noise standard deviation {std:.3g})") in capsys.readouterr().out
-    for solver_params, counts in [({}, noisy_spiky), (sampler, noisy_rank_one)]:
+    for solver_params, counts in [({}, noisy_spiky), (sampler, noisy_rank_one),
+                                  (sampler, noisy_spiky)]:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             model = PrivatePoissonMF(1, epsilon=2.0, **solver_params)
@@ -952,6 +960,41 @@ def test_fitted_total_far_from_the_released_total_is_reported(capsys, monkeypatc
                       r"privatized with this epsilon and sensitivity\?") as record:
         PrivatePoissonMF(1, epsilon=2.0, random_state=0).fit(shifted)
     assert not [w for w in record if "fitted total" in str(w.message)]
+
+
+def test_sampler_components_are_scaled_to_the_released_total(capsys):
+    # Rank-1 counts with sparse spikes one component cannot carry: the
+    # sampler's posterior mean misses the spikes' mass, which the release
+    # holds; its components are scaled so that the training rates' total is
+    # the released total, and its transform and posterior follow.
+    rng = np.random.default_rng(0)
+    rates = rng.gamma(1.0, 1.0, size=(300, 1)) @ (3.0 * rng.dirichlet(np.ones(60), size=1))
+    counts = rng.poisson(rates) + ((rng.random(rates.shape) < 0.02)
+                                   * rng.poisson(4.0, size=rates.shape))
+    noisy = counts + two_sided_geometric(2.0, size=counts.shape, random_state=1)
+    params = dict(solver="mcmc", n_burn_in=100, n_kept_samples=50, random_state=0)
+    model = PrivatePoissonMF(1, epsilon=2.0, verbose=1, **params)
+    factors = model.fit_transform(noisy)
+    assert (factors @ model.components_).sum() == pytest.approx(noisy.sum(), rel=1e-6)
+    assert model.total_scale_ > 1.05  # the posterior mean's total was short
+    assert f"components scaled by {model.total_scale_:.4g}" in capsys.readouterr().out
+    np.testing.assert_allclose(model.component_shape_ / model.component_rate_,
+                               model.components_, rtol=1e-6)
+    # the same chain without the scale: the posterior mean, total_scale_ below
+    unscaled = PrivatePoissonMF(1, epsilon=2.0, **params)
+    monkeypatch = pytest.MonkeyPatch()
+    monkeypatch.setattr(PrivatePoissonMF, "_scale_sampler_to_release",
+                        lambda self, X, row_factors, released: None)
+    try:
+        unscaled.fit(noisy)
+    finally:
+        monkeypatch.undo()
+    np.testing.assert_allclose(model.components_ / model.total_scale_,
+                               unscaled.components_, rtol=1e-6)
+    # CAVI, and the sampler without noise, keep their fits
+    assert PrivatePoissonMF(1, epsilon=2.0, random_state=0).fit(noisy).total_scale_ == 1.0
+    clean = PrivatePoissonMF(1, **params).fit(counts)
+    assert clean.total_scale_ == 1.0
 
 
 def test_most_similar_components_names_the_pair_and_their_shared_top_columns():

@@ -385,6 +385,11 @@ class PrivatePoissonMF(
         zero: a fit to the released data, not to the clean counts (see
         :func:`~skprivfact.poisson_mf.heldout_loglik` for that). After
         :meth:`partial_fit`, that of the last block of rows.
+    total_scale_ : float
+        The factor the sampler's posterior mean of the components was
+        multiplied by so that the training rows' fitted total rate is the
+        released total (see Notes); 1 for CAVI and without noise. The
+        posterior mean itself is ``components_ / total_scale_``.
     n_iter_ : int
         Number of sweeps run (MCMC: burn-in plus kept, per chain).
     n_steps_ : int
@@ -426,9 +431,13 @@ class PrivatePoissonMF(
     alpha) / (1 - alpha)`` over ``n`` entries (``verbose`` prints the
     three), and warns when the two differ by more than 3 of those standard
     deviations and more than 5% of the released total: the components then
-    miss part of the signal (the sampler on sparse counts with few
-    components) or take part of the noise for signal. CAVI with
-    ``noise_update="marginal"`` scales its fit to the released total. A
+    miss part of the signal or take part of the noise for signal. CAVI with
+    ``noise_update="marginal"`` ends at the released total, and the
+    sampler's components are scaled to it (``total_scale_``): its posterior
+    mean strays from it either way on real counts, below where a few
+    components cannot carry the large counts of sparse text (the noise law
+    absorbs them) and above where they take noise on empty entries for rare
+    columns. A
     released total below 0 by more than 3 standard deviations warns
     instead: noise on non-negative counts almost never gives it, so
     ``epsilon`` or ``sensitivity`` is not the one the counts were
@@ -775,6 +784,9 @@ class PrivatePoissonMF(
             )
         # the release's total, read once for the check and partial_fit's scale
         released = 0.0 if alpha is None else _noisy_total(X)
+        self.total_scale_ = 1.0
+        if alpha is not None and self.solver == "mcmc":
+            self._scale_sampler_to_release(X, row_factors, released)
         if alpha is not None:
             self._check_fitted_total(released, X.shape[0] * X.shape[1])
         if alpha is not None and self.noise_update == "marginal":
@@ -803,6 +815,30 @@ class PrivatePoissonMF(
             for name in ("_component_statistics", "_scale_totals", "n_steps_"):
                 self.__dict__.pop(name, None)
         return row_factors
+
+    def _scale_sampler_to_release(self, X, row_factors, released):
+        """Scale the sampler's components so that the fitted total rate of the
+        training rows is the ``released`` total, an unbiased estimate of the
+        clean total (``total_scale_`` records the factor).
+
+        The posterior mean's total strays from it either way on real counts:
+        below where a few components cannot carry the large counts, which
+        the noise law then absorbs, and above where they take noise on empty
+        entries for rare columns. The scale is a function of the release;
+        CAVI's marginal noise update ends at the released total by itself.
+        """
+        fitted = self._fitted_total
+        if not (released > 0.0 and fitted > 0.0):
+            return
+        scale = released / fitted
+        self.total_scale_ = scale
+        self.components_ = (self.components_ * scale).astype(self.components_.dtype,
+                                                              copy=False)
+        self.component_rate_ = self.component_rate_ / scale
+        self._fitted_total = released
+        self.reconstruction_err_ = _reconstruction_error(X, row_factors, self.components_)
+        if self.verbose:
+            print(f"components scaled by {scale:.4g} to the released total")
 
     def _check_fitted_total(self, released, n_entries):
         """Report the fitted total rate against the total ``released`` of the
@@ -836,7 +872,7 @@ class PrivatePoissonMF(
                 f"{abs(gap) / total_std:.1f} times the standard deviation of the noise "
                 f"in that total ({total_std:.3g}): the components "
                 f"{'miss part of the signal' if gap < 0 else 'take part of the noise for signal'}"
-                ". solver='cavi' with noise_update='marginal' scales its fit to the "
+                ". noise_update='marginal' (and the sampler) scales the fit to the "
                 "released total.",
                 UserWarning,
             )
