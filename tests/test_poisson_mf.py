@@ -972,7 +972,7 @@ def test_sampler_components_are_scaled_to_the_released_total(capsys):
     counts = rng.poisson(rates) + ((rng.random(rates.shape) < 0.02)
                                    * rng.poisson(4.0, size=rates.shape))
     noisy = counts + two_sided_geometric(2.0, size=counts.shape, random_state=1)
-    params = dict(solver="mcmc", n_burn_in=100, n_kept_samples=50, random_state=0)
+    params = {"solver": "mcmc", "n_burn_in": 100, "n_kept_samples": 50, "random_state": 0}
     model = PrivatePoissonMF(1, epsilon=2.0, verbose=1, **params)
     factors = model.fit_transform(noisy)
     assert (factors @ model.components_).sum() == pytest.approx(noisy.sum(), rel=1e-6)

@@ -1137,10 +1137,10 @@ class PrivatePoissonMF(
             same rows after the fit (found with q(phi) fixed from the same
             start); for MCMC, the mean of the samples, drawn jointly with the
             components. After MCMC, :meth:`transform` of the same rows draws
-            them again with the components fixed at their posterior mean:
-            the two differ by Monte Carlo error and the components' posterior
-            spread, so features to be compared across training and test rows
-            are best all taken from :meth:`transform`.
+            them again with the components drawn from their fitted
+            posterior: the two differ by Monte Carlo error, so features to be
+            compared across training and test rows are best all taken from
+            :meth:`transform`.
         """
         check_no_fit_params(self, fit_params, _SAMPLE_WEIGHT_REASON)
         return self._fit(X)
