@@ -962,7 +962,7 @@ def test_fitted_total_far_from_the_released_total_is_reported(capsys, monkeypatc
     assert not [w for w in record if "fitted total" in str(w.message)]
 
 
-def test_sampler_components_are_scaled_to_the_released_total(capsys):
+def test_sampler_components_are_scaled_to_the_released_total(capsys, monkeypatch):
     # Rank-1 counts with sparse spikes one component cannot carry: the
     # sampler's posterior mean misses the spikes' mass, which the release
     # holds; its components are scaled so that the training rates' total is
@@ -981,14 +981,10 @@ def test_sampler_components_are_scaled_to_the_released_total(capsys):
     np.testing.assert_allclose(model.component_shape_ / model.component_rate_,
                                model.components_, rtol=1e-6)
     # the same chain without the scale: the posterior mean, total_scale_ below
-    unscaled = PrivatePoissonMF(1, epsilon=2.0, **params)
-    monkeypatch = pytest.MonkeyPatch()
-    monkeypatch.setattr(PrivatePoissonMF, "_scale_sampler_to_release",
-                        lambda self, X, row_factors, released: None)
-    try:
-        unscaled.fit(noisy)
-    finally:
-        monkeypatch.undo()
+    with monkeypatch.context() as patch:
+        patch.setattr(PrivatePoissonMF, "_scale_sampler_to_release",
+                      lambda self, X, row_factors, released: None)
+        unscaled = PrivatePoissonMF(1, epsilon=2.0, **params).fit(noisy)
     np.testing.assert_allclose(model.components_ / model.total_scale_,
                                unscaled.components_, rtol=1e-6)
     # CAVI, and the sampler without noise, keep their fits
