@@ -22,7 +22,9 @@
    default ``floor_negatives="pooled"`` releases the documents' counts as one
    more row, ``"per_iteration"``, VIPS, does not) against
    the private unigram floor, a model without topics spending the same
-   budget through the same engine and accountant: one released word-count
+   budget through the same engine and accountant (DPLDA also with
+   ``n_topic_words``: the word totals released first, topics over the most
+   frequent words): one released word-count
    vector, ``DPLDA(n_components=1, batch_size=None, max_iter=1)``, scored by
    the same document-only perplexity; and a plug-in private unigram (rows
    clipped to L2 norm 2, one release, negatives set to 0, add-5 smoothing,
@@ -437,6 +439,11 @@ def floor(epsilons=(1.0, 2.0, 4.0), repeats=3):
         {"batch_size": 1000, "max_iter": 1, "floor_negatives": "per_iteration"},
         {"batch_size": 400, "max_iter": 2, "floor_negatives": "pooled"},
         {"batch_size": 400, "max_iter": 2, "floor_negatives": "per_iteration"},
+        # The word totals released first (half the budget), topics over the
+        # most frequent words: both sizes chosen on validation documents
+        # (training documents held out, never the test split).
+        {"batch_size": 400, "max_iter": 2, "n_topic_words": 1000, "totals_share": 0.5},
+        {"batch_size": 400, "max_iter": 2, "n_topic_words": 1500, "totals_share": 0.5},
     ]
     for name, split in REAL_CORPORA.items():
         loaded = split()

@@ -793,6 +793,7 @@ def calibrate_noise_multiplier(
     rtol=1e-3,
     accountant="rdp",
     neighbouring_relation="add_remove",
+    preceded_by=(),
 ):
     """Smallest noise multiplier whose composed releases meet a target epsilon.
 
@@ -820,11 +821,19 @@ def calibrate_noise_multiplier(
         gives a smaller multiplier for the same claim.
     neighbouring_relation : {"add_remove", "substitution"}, default="add_remove"
         The relation the target epsilon holds for.
+    preceded_by : sequence of (noise_multiplier, sample_rate, steps), default=()
+        Releases with fixed multipliers composed before the calibrated ones
+        (the target covers them all).
 
     Returns
     -------
     noise_multiplier : float
         The calibrated noise multiplier.
+
+    Raises
+    ------
+    ValueError
+        If the releases of ``preceded_by`` alone reach the target.
 
     Examples
     --------
@@ -841,6 +850,10 @@ def calibrate_noise_multiplier(
     relation = _check_relation(neighbouring_relation)
     if accountant not in ("rdp", "pld"):
         raise ValueError(f'accountant must be "rdp" or "pld"; got {accountant!r}.')
+    preceded_by = tuple(
+        _check_step(fixed_sigma, fixed_rate, fixed_steps)
+        for fixed_sigma, fixed_rate, fixed_steps in preceded_by
+    )
     return _calibrate(
         float(target_epsilon),
         float(delta),
@@ -850,19 +863,39 @@ def calibrate_noise_multiplier(
         float(rtol),
         accountant,
         relation,
+        preceded_by,
     )
 
 
 @functools.lru_cache(maxsize=256)
-def _calibrate(target_epsilon, delta, sample_rate, steps, orders_key, rtol, kind, relation):
+def _calibrate(
+    target_epsilon, delta, sample_rate, steps, orders_key, rtol, kind, relation, preceded_by=()
+):
     orders = np.array(orders_key)
+    fixed_rdp = sum(
+        (
+            fixed_steps * _cached_rdp_one_step(fixed_sigma, fixed_rate, orders_key, relation)
+            for fixed_sigma, fixed_rate, fixed_steps in preceded_by
+        ),
+        np.zeros(len(orders_key)),
+    )
+    if kind == "rdp":
+        fixed_epsilon = rdp_to_epsilon(orders, fixed_rdp, delta)[0]
+    else:
+        fixed_epsilon = _pld_epsilon(preceded_by, delta, relation, 1e-3) if preceded_by else 0.0
+    if preceded_by and fixed_epsilon >= target_epsilon:
+        raise ValueError(
+            f"The releases made first already spend epsilon = {fixed_epsilon:.4g} "
+            f"of the target {target_epsilon!r}: nothing is left to calibrate."
+        )
 
     def rdp_epsilon(sigma):
-        rdp = steps * _cached_rdp_one_step(sigma, sample_rate, orders_key, relation)
+        rdp = fixed_rdp + steps * _cached_rdp_one_step(sigma, sample_rate, orders_key, relation)
         return rdp_to_epsilon(orders, rdp, delta)[0]
 
     def pld_epsilon(sigma):
-        return _pld_epsilon(((sigma, sample_rate, steps),), delta, relation, 1e-3)
+        history = preceded_by + ((sigma, sample_rate, steps),)
+        return _pld_epsilon(history, delta, relation, 1e-3)
 
     def search(epsilon, low, high):
         # Invariant: epsilon(low) > target >= epsilon(high).

@@ -74,9 +74,21 @@ class CentralPrivacyEstimator(BaseEstimator):
         return max(1, math.ceil(1.0 / sample_rate))
 
     def _start_privacy(
-        self, n_samples, batch_size, *, noise_multiplier=None, reserve=None, n_passes=None
+        self,
+        n_samples,
+        batch_size,
+        *,
+        noise_multiplier=None,
+        reserve=None,
+        n_passes=None,
+        n_preliminary_releases=0,
+        preliminary_share=0.5,
     ):
         """Plan the fit (``n_passes`` passes, ``max_iter`` when None), start its engine.
+
+        ``n_preliminary_releases`` full-batch releases, taking
+        ``preliminary_share`` of the budget, are planned besides (see
+        :func:`~skprivfact.privacy.plan_privacy`).
 
         Returns the engine. Raises before anything is read, and before any
         attribute changes, if the plan (or its first ``reserve`` releases)
@@ -102,6 +114,8 @@ class CentralPrivacyEstimator(BaseEstimator):
             neighbouring_relation=relation,
             noise_multiplier=noise_multiplier,
             secure=self.secure,
+            n_preliminary_releases=n_preliminary_releases,
+            preliminary_share=preliminary_share,
         )
         engine = PrivacyEngine(
             plan,

@@ -12,6 +12,7 @@ from scipy.special import gammaln, logsumexp, psi
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin, _fit_context
 from sklearn.utils import check_random_state, gen_batches, gen_even_slices
 from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import _num_samples, check_is_fitted
 
 from . import _lda_kernels
@@ -345,7 +346,12 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
     epsilon; a :class:`~skprivfact.privacy.PrivacyBudget` passed as
     ``budget`` is charged too. The guarantee rests on ``clip_norm`` alone,
     not on the data; the number of documents (``n_documents_``) and the
-    vocabulary are public. Resampling needs integer counts: with noise,
+    vocabulary are public. With ``n_topic_words`` one more release comes
+    first: every document's resampled counts, clipped to ``clip_norm``,
+    summed over all documents and released once with noise of its own
+    (``totals_share`` of the budget, see the parameter), and the
+    accountant composes it with the topics' releases, whose noise is
+    calibrated to what it leaves. Resampling needs integer counts: with noise,
     fractional weights are refused.
     The progress that ``verbose`` prints during a private fit holds public
     and released quantities only (passes, time, epsilon spent): the
@@ -434,6 +440,24 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         the topics are that average floored at ``topic_word_prior`` (a
         posterior Dirichlet parameter is at least the prior); the noise
         averages out before the floor, so less mass lands on absent words.
+    n_topic_words : int, default=None
+        The number of words the topics model: None models every word. An int
+        (smaller than the vocabulary) first releases the word totals, then
+        fits the topics on the ``n_topic_words`` words whose released totals
+        are largest; on the other words every topic follows the released
+        totals (it gives them the totals' mass relative to its own words, in
+        their proportions), so all topics agree there. The noise of the
+        topics' releases then falls on the frequent words, where it is small
+        against their counts, instead of swamping the rare ones, and the
+        totals of all words come from one release over every document (see
+        Notes). Needs :meth:`fit` (:meth:`partial_fit` refuses it). Choose
+        it on validation documents.
+    totals_share : float, default=0.5
+        With ``n_topic_words``: the share, in (0, 1), of the budget that the
+        release of the word totals takes (its noise is that of a single
+        full-batch release spending the whole budget, over
+        ``sqrt(totals_share)``); the topics' releases get what is left.
+        Unused with a given ``noise_multiplier``, which every release uses.
     learning_decay : float, default=0.7
         Exponent kappa of the step size ``rho_t = (learning_offset + t) **
         -kappa``, in [0, 1]; (0.5, 1] guarantees convergence.
@@ -498,6 +522,10 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         The prior eta used.
     clip_norm_ : float
         The clipping bound used (``inf`` when not private).
+    topic_words_ : ndarray of shape (n_topic_words,)
+        Sorted indices of the words the topics model (every word when
+        ``n_topic_words`` is None or at least the vocabulary): the words of
+        largest released totals.
     noise_multiplier_ : float
         The noise multiplier used (0 when not private).
     sample_rate_ : float
@@ -602,6 +630,18 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
     on longer documents the default does better. Choose it on validation
     documents.
 
+    ``n_topic_words`` answers the same cost differently. Most words of a
+    vocabulary are rare: in a private release of the topics' statistics
+    their entries are mostly noise, which the pooled topics spread over
+    every topic, and which takes budget the totals need. With
+    ``n_topic_words`` the totals are released first, once, over every
+    document (the unigram's release, at ``totals_share`` of the budget),
+    the topics are fitted on the most frequent words only, and the other
+    words follow the released totals in every topic. The model then is a
+    unigram on the rare words and a topic model on the frequent ones, and
+    it can beat the private unigram where the default does not
+    (``benchmarks/bench_lda.py floor`` measures both against it).
+
     Without privacy, :meth:`fit` takes scikit-learn's consecutive
     mini-batches, so it agrees with ``LatentDirichletAllocation(
     learning_method="online")``: Poisson batches miss about a third of the
@@ -651,6 +691,8 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         "doc_topic_prior": [None, Interval(Real, 0, None, closed="neither")],
         "topic_word_prior": [None, Interval(Real, 0, None, closed="neither")],
         "floor_negatives": [StrOptions({"pooled", "per_iteration", "running_average"})],
+        "n_topic_words": [None, Interval(Integral, 1, None, closed="left")],
+        "totals_share": [Interval(Real, 0, 1, closed="neither")],
         "learning_decay": [Interval(Real, 0, 1, closed="both")],
         "learning_offset": [Interval(Real, 1.0, None, closed="left")],
         "mean_change_tol": [Interval(Real, 0, None, closed="left")],
@@ -676,6 +718,8 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         doc_topic_prior=None,
         topic_word_prior=None,
         floor_negatives="pooled",
+        n_topic_words=None,
+        totals_share=0.5,
         learning_decay=0.7,
         learning_offset=10.0,
         mean_change_tol=1e-3,
@@ -700,6 +744,8 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         self.doc_topic_prior = doc_topic_prior
         self.topic_word_prior = topic_word_prior
         self.floor_negatives = floor_negatives
+        self.n_topic_words = n_topic_words
+        self.totals_share = totals_share
         self.learning_decay = learning_decay
         self.learning_offset = learning_offset
         self.mean_change_tol = mean_change_tol
@@ -763,13 +809,15 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         """The batch size of the plan: None (every document) for batch learning."""
         return None if self.learning_method == "batch" else self.batch_size
 
-    def _start(self, n_documents, reserve=None):
+    def _start(self, n_documents, reserve=None, n_features=None):
         """Plan the fit's releases and resolve the clipping bound."""
         self._start_privacy(
             n_documents,
             self._batch_size(),
             noise_multiplier=self.noise_multiplier,
             reserve=reserve,
+            n_preliminary_releases=int(self._restricts_topic_words(n_features)),
+            preliminary_share=self.totals_share,
         )
         if not self._is_private:
             self.clip_norm_ = math.inf
@@ -777,6 +825,74 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
             self.clip_norm_ = DEFAULT_CLIP_FRACTION * self.doc_length
         else:
             self.clip_norm_ = float(self.clip_norm)
+
+    def _restricts_topic_words(self, n_features):
+        """Whether the topics model fewer words than there are (a first release)."""
+        return (
+            self.n_topic_words is not None
+            and n_features is not None
+            and self.n_topic_words < n_features
+        )
+
+    def _release_word_totals(self, X, executor):
+        """The preliminary release: the word totals, and the words the topics model.
+
+        Every document is resampled and clipped as in the topics' releases
+        (with one topic its statistic is its counts) and the sum over all
+        documents is released once, with the plan's preliminary noise. Returns
+        the smoothed totals (post-processing as one topic's, see
+        ``_pooled_topics``) and the sorted indices of the ``n_topic_words``
+        largest.
+        """
+        batch = X
+        if self._is_private:
+            batch = _resample_documents(X, self.doc_length, self._engine.generator())
+        _, counts, _ = _e_step(
+            batch,
+            np.ones((1, X.shape[1])),
+            1.0,
+            self.max_doc_update_iter,
+            self.mean_change_tol,
+            self.clip_norm_,
+            True,
+            effective_n_jobs(self.n_jobs),
+            executor,
+        )
+        (released,) = self._engine.release(
+            [counts], [self.clip_norm_], preliminary=True
+        )
+        totals = released[0]
+        if self._is_private:
+            (noise_std,) = self._engine.noise_scales([self.clip_norm_], preliminary=True)
+            totals = _pooled_topics(released, noise_std, 0.0)[0]
+        # A stable sort: ties (words floored at zero) keep the column order.
+        largest = np.argsort(-totals, kind="stable")[: self.n_topic_words]
+        return totals, np.sort(largest)
+
+    def _spread_over_all_words(self, totals):
+        """Topics over every word: outside ``topic_words_``, the totals' shape.
+
+        Each topic keeps its parameters on the words it models and gives the
+        others the mass the totals give them relative to those words, shared
+        in proportion to the totals: all topics agree on the other words.
+        """
+        n_topics = self.components_.shape[0]
+        others = np.ones(totals.size, dtype=bool)
+        others[self.topic_words_] = False
+        modelled_total = totals[self.topic_words_].sum()
+        components = np.empty((n_topics, totals.size))
+        components[:, self.topic_words_] = self.components_
+        spread = np.zeros((n_topics, int(others.sum())))
+        if modelled_total > 0:
+            spread = (
+                self.components_.sum(axis=1, keepdims=True)
+                * totals[others]
+                / modelled_total
+            )
+        # No parameter below the prior (a word absent from the totals).
+        components[:, others] = np.maximum(spread, self.topic_word_prior_)
+        self.components_ = components
+        self.exp_dirichlet_component_ = np.exp(_dirichlet_expectation_2d(components))
 
     def _init_latent_vars(self, n_features):
         """Initial topics, drawn without looking at the data."""
@@ -994,8 +1110,8 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
             )
         X = self._check_counts(X, reset=True, integer=private)
         n_documents, n_features = X.shape
-        self._start(n_documents)
-        self._init_latent_vars(n_features)
+        self._start(n_documents, n_features=n_features)
+        restricted = self._restricts_topic_words(n_features)
         self.n_documents_ = n_documents
         # Without privacy, online learning takes scikit-learn's consecutive
         # mini-batches (every document once per pass); private fits need the
@@ -1007,25 +1123,37 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         else:
             steps_per_pass = self._releases_per_pass(self.sample_rate_)
         n_jobs = effective_n_jobs(self.n_jobs)
-        progress = self._make_pass_progress()
         with ThreadPoolExecutor(max_workers=n_jobs) as executor:
+            X_topics = X
+            if restricted:
+                totals, self.topic_words_ = self._release_word_totals(X, executor)
+                X_topics = X[:, self.topic_words_]
+            else:
+                self.topic_words_ = np.arange(n_features)
+            self._init_latent_vars(X_topics.shape[1])
+            progress = self._make_pass_progress()
             for n_pass in range(1, self.max_iter + 1):
                 for step in range(steps_per_pass):
                     self._em_step(
-                        X, executor, rows=slices[step] if sequential else None
+                        X_topics, executor, rows=slices[step] if sequential else None
                     )
                 evaluate = (
                     not private
                     and self.evaluate_every > 0
                     and n_pass % self.evaluate_every == 0
                 )
+                # Of the words the topics model, until they are spread over all.
                 progress.update(
                     n_pass,
-                    objective=self._perplexity_precomp_distr(X) if evaluate else None,
+                    objective=(
+                        self._perplexity_precomp_distr(X_topics) if evaluate else None
+                    ),
                     epsilon_spent=lambda: self._engine.spent[0],
                 )
                 self.n_iter_ += 1
         progress.close()
+        if restricted:
+            self._spread_over_all_words(totals)
         if not private:
             # The training perplexity, as scikit-learn stores it; a private
             # fit does not store it (it is computed from X without noise).
@@ -1033,6 +1161,18 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         self._to_input_dtype()
         return self
 
+    def _check_partial_fit(self):
+        # Hidden, as scikit-learn's MLP hides partial_fit from solvers without
+        # it: hasattr(model, "partial_fit") is then False.
+        if self.n_topic_words is not None:
+            raise AttributeError(
+                "partial_fit cannot choose the topics' words: n_topic_words needs "
+                "the word totals of the whole corpus, released before the topics. "
+                "Use fit, or n_topic_words=None."
+            )
+        return True
+
+    @available_if(_check_partial_fit)
     @_fit_context(prefer_skip_nested_validation=True)
     def partial_fit(self, X, y=None):
         """Take one iteration on the corpus ``X``, spending cumulatively.

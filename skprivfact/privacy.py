@@ -270,7 +270,14 @@ class PrivacyBudget:
         """Refuse a fit whose planned releases would exceed the budget."""
         with self._lock:
             self._check_compatible(plan)
-            total = self._would_spend(plan.noise_multiplier, plan.sample_rate, n_releases)
+            trial = self._accountant.copy()
+            if plan.n_preliminary_releases:
+                trial.compose(
+                    plan.preliminary_noise_multiplier, 1.0, plan.n_preliminary_releases
+                )
+            trial.compose(plan.noise_multiplier, plan.sample_rate, n_releases)
+            total = trial.get_epsilon(self.delta)
+            n_releases += plan.n_preliminary_releases
             if total > self.epsilon:
                 raise PrivacyBudgetExceededError(
                     f"The {owner} fit planned for {n_releases} release(s) "
@@ -281,30 +288,30 @@ class PrivacyBudget:
             self.n_fits += 1
             return self.n_fits
 
-    def _refuse_next(self, plan, owner, sample_rate):
+    def _refuse_next(self, plan, owner, sample_rate, noise_multiplier):
         """Raise if one more release would exceed the budget (lock held)."""
         self._check_compatible(plan)
-        total = self._would_spend(plan.noise_multiplier, sample_rate, 1)
+        total = self._would_spend(noise_multiplier, sample_rate, 1)
         if total > self.epsilon:
             raise PrivacyBudgetExceededError(
                 f"One more {owner} release would take the shared budget to "
                 f"epsilon = {total:.4g}, beyond its epsilon = {self.epsilon!r}."
             )
 
-    def _charge(self, plan, owner, sample_rate):
+    def _charge(self, plan, owner, sample_rate, noise_multiplier):
         """Record one release; refuse it if it would exceed the budget."""
         with self._lock:
-            self._refuse_next(plan, owner, sample_rate)
-            self._accountant.compose(plan.noise_multiplier, sample_rate, 1)
+            self._refuse_next(plan, owner, sample_rate, noise_multiplier)
+            self._accountant.compose(noise_multiplier, sample_rate, 1)
             if self.charges and self.charges[-1][:3] == (
                 owner,
-                plan.noise_multiplier,
+                noise_multiplier,
                 sample_rate,
             ):
                 last = self.charges.pop()
                 self.charges.append(last[:3] + (last[3] + 1,))
             else:
-                self.charges.append((owner, plan.noise_multiplier, sample_rate, 1))
+                self.charges.append((owner, noise_multiplier, sample_rate, 1))
 
     def __repr__(self):
         epsilon, delta = self.spent
@@ -334,6 +341,11 @@ class PrivacyPlan:
         The relation the epsilon holds for.
     secure : bool
         Whether the noise is the floating-point-safe discrete Gaussian.
+    n_preliminary_releases : int
+        Releases over every record (sampling rate 1) planned besides the
+        ``n_releases``, with their own multiplier (0: none).
+    preliminary_noise_multiplier : float
+        Noise std over the sensitivity of each preliminary release.
     """
 
     epsilon: float
@@ -344,6 +356,8 @@ class PrivacyPlan:
     accountant: str
     neighbouring_relation: str
     secure: bool = False
+    n_preliminary_releases: int = 0
+    preliminary_noise_multiplier: float = 0.0
 
 
 def plan_privacy(
@@ -356,6 +370,8 @@ def plan_privacy(
     neighbouring_relation="substitution",
     noise_multiplier=None,
     secure=False,
+    n_preliminary_releases=0,
+    preliminary_share=0.5,
 ):
     """Plan a fit: calibrate the noise once for its releases.
 
@@ -382,6 +398,17 @@ def plan_privacy(
         Its Renyi DP is bounded by the continuous Gaussian's without
         subsampling, so it needs full batches (``sample_rate=1``) and the RDP
         accountant.
+    n_preliminary_releases : int, default=0
+        Releases over every record made besides the ``n_releases`` (for
+        example a first statistic that decides what the others release),
+        with a multiplier of their own.
+    preliminary_share : float, default=0.5
+        The share, in (0, 1), of the budget the preliminary releases take:
+        their multiplier is that of ``n_preliminary_releases`` full-batch
+        releases spending the whole budget, over ``sqrt(preliminary_share)``
+        (Gaussian releases compose by the sum of their ``1 / sigma**2``); the
+        other releases are calibrated to what is left. With a given
+        ``noise_multiplier`` every release uses it.
 
     Returns
     -------
@@ -401,18 +428,34 @@ def plan_privacy(
             "Gaussian is bounded by the continuous one's, its privacy loss "
             "distribution is not the one dp-accounting composes."
         )
+    n_preliminary_releases = int(n_preliminary_releases)
+    if not 0 < preliminary_share < 1:
+        raise ValueError(
+            f"preliminary_share must lie in (0, 1); got {preliminary_share!r}."
+        )
     if noise_multiplier is not None:
-        sigma = float(noise_multiplier)
+        sigma = preliminary_sigma = float(noise_multiplier)
     elif math.isinf(epsilon):
-        sigma = 0.0
+        sigma = preliminary_sigma = 0.0
     else:
+        calibration = {
+            "accountant": accountant,
+            "neighbouring_relation": neighbouring_relation,
+        }
+        preceded_by = ()
+        preliminary_sigma = 0.0
+        if n_preliminary_releases:
+            preliminary_sigma = calibrate_noise_multiplier(
+                epsilon, delta, steps=n_preliminary_releases, **calibration
+            ) / math.sqrt(preliminary_share)
+            preceded_by = ((preliminary_sigma, 1.0, n_preliminary_releases),)
         sigma = calibrate_noise_multiplier(
             epsilon,
             delta,
             sample_rate=sample_rate,
             steps=int(n_releases),
-            accountant=accountant,
-            neighbouring_relation=neighbouring_relation,
+            preceded_by=preceded_by,
+            **calibration,
         )
     return PrivacyPlan(
         float(epsilon),
@@ -423,6 +466,8 @@ def plan_privacy(
         accountant,
         neighbouring_relation,
         bool(secure),
+        n_preliminary_releases,
+        preliminary_sigma if n_preliminary_releases else 0.0,
     )
 
 
@@ -469,6 +514,8 @@ class PrivacyEngine:
         self.owner = owner
         self.accountant = make_accountant(plan.accountant, plan.neighbouring_relation)
         self.n_releases = 0
+        self._n_main = 0
+        self._n_preliminary = 0
         reserve = plan.n_releases if reserve is None else int(reserve)
         # Releases checked against epsilon here; later ones are checked one by
         # one (a calibrated plan meets epsilon for all its releases, a given
@@ -477,14 +524,18 @@ class PrivacyEngine:
         if not math.isinf(plan.epsilon):
             # A calibrated plan meets its epsilon by construction; a given
             # noise multiplier may not.
-            total = (
-                self.accountant.copy()
-                .compose(plan.noise_multiplier, plan.sample_rate, reserve)
-                .get_epsilon(plan.delta)
-            )
+            trial = self.accountant.copy()
+            if plan.n_preliminary_releases:
+                trial.compose(
+                    plan.preliminary_noise_multiplier, 1.0, plan.n_preliminary_releases
+                )
+            total = trial.compose(
+                plan.noise_multiplier, plan.sample_rate, reserve
+            ).get_epsilon(plan.delta)
             if total > plan.epsilon * (1 + 1e-12):
                 raise PrivacyBudgetExceededError(
-                    f"{owner}: {reserve} release(s) with noise_multiplier="
+                    f"{owner}: {reserve + plan.n_preliminary_releases} release(s) "
+                    "with noise_multiplier="
                     f"{plan.noise_multiplier!r} would spend epsilon = {total:.4g}, "
                     f"beyond the budget epsilon = {plan.epsilon!r}. Lower the "
                     "number of releases, raise the noise, or raise epsilon."
@@ -567,13 +618,27 @@ class PrivacyEngine:
         # An O(batch) draw of a uniform subset of that size.
         return np.sort(rng.choice(n_samples, size=size, replace=False))
 
-    def _check_step(self, sample_rate):
+    def _noise_multiplier(self, preliminary):
         plan = self.plan
-        within_plan = (
-            self.n_releases < self._verified and sample_rate == plan.sample_rate
+        if not preliminary:
+            return plan.noise_multiplier
+        if self._n_preliminary >= plan.n_preliminary_releases:
+            raise ValueError(
+                f"The plan has {plan.n_preliminary_releases} preliminary release(s); "
+                "all are made."
+            )
+        return plan.preliminary_noise_multiplier
+
+    def _check_step(self, sample_rate, preliminary=False):
+        plan = self.plan
+        sigma = self._noise_multiplier(preliminary)
+        # Planned releases were verified together when the engine was made
+        # (the preliminary ones are counted by _noise_multiplier).
+        within_plan = preliminary or (
+            self._n_main < self._verified and sample_rate == plan.sample_rate
         )
         if not math.isinf(plan.epsilon) and not within_plan:
-            trial = self.accountant.copy().compose(plan.noise_multiplier, sample_rate, 1)
+            trial = self.accountant.copy().compose(sigma, sample_rate, 1)
             total = trial.get_epsilon(plan.delta)
             if total > plan.epsilon:
                 raise PrivacyBudgetExceededError(
@@ -596,9 +661,13 @@ class PrivacyEngine:
         self._check_step(rate)
         if self.budget is not None:
             with self.budget._lock:
-                self.budget._refuse_next(self.plan, self._charge_label, rate)
+                self.budget._refuse_next(
+                    self.plan, self._charge_label, rate, self.plan.noise_multiplier
+                )
 
-    def release(self, blocks, sensitivities, *, symmetric=None, sample_rate=None):
+    def release(
+        self, blocks, sensitivities, *, symmetric=None, sample_rate=None, preliminary=False
+    ):
         """Release clipped, summed statistics as one Gaussian mechanism.
 
         Checks the budgets (before drawing anything), draws the noise of every
@@ -619,24 +688,30 @@ class PrivacyEngine:
             Which blocks are symmetric matrices (symmetric noise).
         sample_rate : float, default=None
             The batch's sampling rate; the plan's when None.
+        preliminary : bool, default=False
+            Whether this is one of the plan's preliminary releases: over every
+            record (rate 1), with their multiplier.
 
         Returns
         -------
         noisy_blocks : list of ndarray
             The released statistics.
         """
-        rate = self.plan.sample_rate if sample_rate is None else _check_sample_rate(
-            sample_rate
-        )
+        if preliminary:
+            rate = 1.0
+        elif sample_rate is None:
+            rate = self.plan.sample_rate
+        else:
+            rate = _check_sample_rate(sample_rate)
         if self.plan.secure and rate < 1.0:
             raise ValueError(
                 "secure=True needs full-batch releases; this release samples at "
                 f"rate {rate!r} (was batch_size changed since the plan was made?)."
             )
-        self._check_step(rate)
+        self._check_step(rate, preliminary)
+        sigma = self._noise_multiplier(preliminary)
         if self.budget is not None:
-            self.budget._charge(self.plan, self._charge_label, rate)
-        sigma = self.plan.noise_multiplier
+            self.budget._charge(self.plan, self._charge_label, rate, sigma)
         if sigma > 0:
             secure = self.plan.secure
             noisy = gaussian_mechanism(
@@ -651,19 +726,30 @@ class PrivacyEngine:
             noisy = [np.array(block, dtype=np.float64) for block in blocks]
         self.accountant.compose(sigma, rate, 1)
         self.n_releases += 1
+        if preliminary:
+            self._n_preliminary += 1
+        else:
+            self._n_main += 1
         return noisy
 
-    def noise_scales(self, sensitivities):
+    def noise_scales(self, sensitivities, preliminary=False):
         """Noise std of each block of one release (see :meth:`release`).
 
         Parameters
         ----------
         sensitivities : sequence of float
             The per-record bound of each block.
+        preliminary : bool, default=False
+            Of a preliminary release.
 
         Returns
         -------
         scales : ndarray of shape (n_blocks,)
             ``noise_multiplier * sqrt(n_blocks) * sensitivities``.
         """
-        return gaussian_noise_scales(sensitivities, self.plan.noise_multiplier)
+        sigma = (
+            self.plan.preliminary_noise_multiplier
+            if preliminary
+            else self.plan.noise_multiplier
+        )
+        return gaussian_noise_scales(sensitivities, sigma)

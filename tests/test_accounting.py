@@ -22,6 +22,7 @@ from skprivfact.accounting import (
     compute_rdp,
     geometric_alpha,
     geometric_epsilon,
+    make_accountant,
     rdp_to_epsilon,
 )
 from skprivfact.utils._testing import dp_accounting_epsilon
@@ -343,3 +344,33 @@ def _summary(rows):
 
 if __name__ == "__main__":
     _summary(grid_comparison())
+
+
+@pytest.mark.parametrize("accountant", ["rdp", "pld"])
+@pytest.mark.parametrize("relation", ["add_remove", "substitution"])
+def test_calibration_after_fixed_releases_meets_the_target_for_all(accountant, relation):
+    if accountant == "pld":
+        pytest.importorskip("dp_accounting")
+    first = (12.0, 1.0, 1)
+    sigma = calibrate_noise_multiplier(
+        1.0, 1e-5, 0.1, 20, accountant=accountant, neighbouring_relation=relation,
+        preceded_by=[first],
+    )
+
+    def total(noise_multiplier):
+        composed = make_accountant(accountant, relation)
+        composed.compose(*first)
+        return composed.compose(noise_multiplier, 0.1, 20).get_epsilon(1e-5)
+
+    assert total(sigma) <= 1.0
+    # Smallest to 1e-3 relative, with the fixed releases counted.
+    assert total(sigma / (1 + 1e-3)) > 1.0
+    alone = calibrate_noise_multiplier(
+        1.0, 1e-5, 0.1, 20, accountant=accountant, neighbouring_relation=relation
+    )
+    assert sigma > alone
+
+
+def test_calibration_refuses_fixed_releases_that_spend_the_target():
+    with pytest.raises(ValueError, match="already spend epsilon"):
+        calibrate_noise_multiplier(1.0, 1e-5, 0.1, 20, preceded_by=[(1.0, 1.0, 5)])

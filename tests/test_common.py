@@ -59,6 +59,8 @@ BINARY_ESTIMATORS = {"DPSigmoidBeliefNet"}
 # Further configurations checked besides each class's FAST_PARAMS, by label.
 EXTRA_PARAMS = {
     "DPBayesLogReg": {"noise-free": {"epsilon": float("inf"), "max_iter": 5, "random_state": 0}},
+    # Topics over the two most frequent words, after a release of the totals.
+    "DPLDA": {"topic-words": {"n_topic_words": 2, "random_state": 0}},
     "DPSEPRegressor": {
         # Full batches (larger than any check's data) keep the checks fast.
         "mlp": {

@@ -22,6 +22,7 @@ from skprivfact.exceptions import PrivacyBudgetExceededError
 from skprivfact.lda import DPLDA
 from skprivfact.mechanisms import clip_frobenius
 from skprivfact.privacy import PrivacyEngine
+from skprivfact.utils._testing import ReleaseSpy
 
 INF = float("inf")
 
@@ -849,3 +850,102 @@ def test_a_document_of_2_53_tokens_is_refused_before_any_release(monkeypatch):
     with pytest.raises(ValueError, match=r"fewer than 2\*\*53 = 9007199254740992"):
         DPLDA(2, epsilon=1.0, batch_size=None, doc_length=10).fit(X)
     assert released == []
+
+
+# Topics over the most frequent words ------------------------------------------
+
+
+def test_topic_words_release_the_totals_first_then_topics_over_the_largest(
+    corpus, monkeypatch
+):
+    X, _ = corpus
+    recorder = ReleaseSpy(monkeypatch)
+    # Documents kept as they are (not resampled), so that the clean release
+    # can be computed here.
+    monkeypatch.setattr(lda, "_resample_documents", lambda X, length, rng: X)
+    model = DPLDA(
+        4,
+        epsilon=2.0,
+        doc_length=60,
+        batch_size=600,
+        max_iter=2,
+        n_topic_words=25,
+        totals_share=0.6,
+        random_state=0,
+    ).fit(X)
+    first, *rest = recorder.calls
+    # One release of the word totals over every document: one (1, V) block,
+    # the documents' counts (resampled, clipped to clip_norm_), its own noise.
+    assert first["preliminary"] and not any(call["preliminary"] for call in rest)
+    assert first["clean"][0].shape == (1, X.shape[1])
+    assert first["sensitivities"] == [model.clip_norm_]
+    counts = X.toarray()
+    norms = np.linalg.norm(counts, axis=1, keepdims=True)
+    clipped = counts * np.minimum(1.0, model.clip_norm_ / np.maximum(norms, 1e-300))
+    np.testing.assert_allclose(first["clean"][0][0], clipped.sum(axis=0), rtol=1e-9)
+    assert norms.max() > 2 * model.clip_norm_  # the clip is exercised
+    # Then the planned topic releases over the 25 words whose released totals
+    # are largest (post-processing of the first release).
+    assert len(rest) == 2 * 5 == model.n_releases_ - 1
+    assert model.topic_words_.shape == (25,)
+    assert np.all(np.diff(model.topic_words_) > 0)
+    released = first["noisy"][0][0]
+    others = np.setdiff1d(np.arange(X.shape[1]), model.topic_words_)
+    assert released[model.topic_words_].min() >= released[others].max()
+    assert all(call["clean"][0].shape == (4 + 1, 25) for call in rest)
+    # Its own multiplier: a share 0.6 of the budget, the rest calibrated to it.
+    plan = model._engine.plan
+    alone = privacy.plan_privacy(
+        2.0, 1e-5, sample_rate=1.0, n_releases=1, neighbouring_relation="substitution"
+    ).noise_multiplier
+    assert plan.preliminary_noise_multiplier == pytest.approx(alone / math.sqrt(0.6))
+    assert model.accountant_.history[0] == (plan.preliminary_noise_multiplier, 1.0, 1)
+    assert model.accountant_.history[1:] == [
+        (model.noise_multiplier_, model.sample_rate_, 1)
+    ] * 10
+    assert 1.9 < model.privacy_spent_[0] <= 2.0
+    noise = first["noisy"][0] - first["clean"][0]
+    expected = plan.preliminary_noise_multiplier * model.clip_norm_
+    assert abs(np.std(noise) / expected - 1) < 6 / math.sqrt(2 * noise.size)
+    # The topics cover every word.
+    assert model.components_.shape == (4, X.shape[1])
+    assert np.isfinite(model.perplexity(X[:100]))
+
+
+def test_topics_agree_on_the_words_they_do_not_model(corpus):
+    X, _ = corpus
+    model = DPLDA(
+        4, epsilon=float("inf"), batch_size=600, max_iter=2, n_topic_words=20,
+        random_state=0,
+    ).fit(X)
+    totals = np.asarray(X.sum(axis=0)).ravel()
+    # Without noise the modelled words are the 20 most frequent.
+    np.testing.assert_array_equal(
+        model.topic_words_, np.sort(np.argsort(-totals, kind="stable")[:20])
+    )
+    others = np.setdiff1d(np.arange(X.shape[1]), model.topic_words_)
+    # Outside them every topic follows the word totals: it gives them the
+    # totals' mass relative to the modelled words, never less than the prior
+    # (a word absent from the corpus gets the prior in every topic).
+    topic_mass = model.components_[:, model.topic_words_].sum(axis=1, keepdims=True)
+    expected = np.maximum(
+        topic_mass * totals[others] / totals[model.topic_words_].sum(),
+        model.topic_word_prior_,
+    )
+    np.testing.assert_allclose(model.components_[:, others], expected, rtol=1e-12)
+    assert np.any(totals[others] == 0) and np.any(expected > model.topic_word_prior_)
+    # n_topic_words of at least the vocabulary is the usual fit.
+    usual = DPLDA(4, epsilon=float("inf"), batch_size=600, max_iter=2, random_state=0)
+    every = clone(usual).set_params(n_topic_words=X.shape[1]).fit(X)
+    np.testing.assert_allclose(every.components_, usual.fit(X).components_)
+    np.testing.assert_array_equal(every.topic_words_, np.arange(X.shape[1]))
+
+
+def test_topic_words_need_fit_not_partial_fit():
+    model = DPLDA(4, n_topic_words=10)
+    assert not hasattr(model, "partial_fit")
+    with pytest.raises(AttributeError, match="has no attribute 'partial_fit'") as raised:
+        getattr(model, "partial_fit")  # noqa: B009 (the access is the test)
+    # The reason is chained to the error.
+    assert "n_topic_words needs the word totals" in str(raised.value.__cause__)
+    assert hasattr(model.set_params(n_topic_words=None), "partial_fit")

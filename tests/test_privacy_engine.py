@@ -23,9 +23,16 @@ from sklearn.utils.validation import validate_data
 
 import skprivfact
 from skprivfact import lda, logistic, sbn, sep, sep_mixture
+from skprivfact.accounting import make_accountant
 from skprivfact.base import CentralPrivacyEstimator
 from skprivfact.exceptions import PrivacyBudgetExceededError, ReproducibleNoiseWarning
-from skprivfact.privacy import PrivacyBudget, PrivacyEngine, reproducible_noise
+from skprivfact.privacy import (
+    PrivacyBudget,
+    PrivacyEngine,
+    plan_privacy,
+    reproducible_noise,
+)
+from skprivfact.utils._testing import ReleaseSpy
 
 
 def dp_estimator_classes():
@@ -160,33 +167,6 @@ def _neighbours(case):
 def _fit(estimator, data):
     X, y = data
     return estimator.fit(X) if y is None else estimator.fit(X, y)
-
-
-class ReleaseSpy:
-    """Records every release of every engine: clean blocks, noisy blocks, plan."""
-
-    def __init__(self, monkeypatch):
-        self.calls = []
-        original = PrivacyEngine.release
-        spy = self
-
-        def release(engine, blocks, sensitivities, **kwargs):
-            clean = [np.array(block, dtype=float, copy=True) for block in blocks]
-            n_before = engine.accountant.steps
-            noisy = original(engine, blocks, sensitivities, **kwargs)
-            spy.calls.append(
-                dict(
-                    clean=clean,
-                    noisy=[block.copy() for block in noisy],
-                    sensitivities=list(map(float, sensitivities)),
-                    noise_multiplier=engine.plan.noise_multiplier,
-                    sample_rate=kwargs.get("sample_rate") or engine.plan.sample_rate,
-                    n_before=n_before,
-                )
-            )
-            return noisy
-
-        monkeypatch.setattr(PrivacyEngine, "release", release)
 
 
 @pytest.fixture
@@ -452,16 +432,19 @@ def _clopper_pearson(successes, trials, alpha):
     return lower, upper
 
 
-def _audit_epsilon_lower_bound(name, epsilon, monkeypatch, n_trials=400, alpha=1e-6):
+def _audit_epsilon_lower_bound(
+    name, epsilon, monkeypatch, n_trials=400, alpha=1e-6, params=None
+):
     """Clopper-Pearson lower bound on epsilon from distinguishing neighbours.
 
     Each trial fits on the dataset with the adversarial record or on its
-    neighbour (one release) and guesses which from the release alone, with a
+    neighbour (one release, or with ``params`` that plan a preliminary
+    release, that one) and guesses which from the release alone, with a
     statistic fixed before the trials: the projection of the whitened release
     on the direction between the two noise-free releases.
     """
     spy = ReleaseSpy(monkeypatch)
-    estimator, with_canary, neighbour = _neighbours(CASES[name](epsilon))
+    estimator, with_canary, neighbour = _neighbours(CASES[name](epsilon, **(params or {})))
     guesses = {}
     direction = midpoint = None
     for label, data in (("canary", with_canary), ("neighbour", neighbour)):
@@ -469,8 +452,14 @@ def _audit_epsilon_lower_bound(name, epsilon, monkeypatch, n_trials=400, alpha=1
         for _ in range(n_trials):
             spy.calls.clear()
             _fit(estimator, data)
-            (call,) = spy.calls
-            scales = estimator._engine.noise_scales(call["sensitivities"])
+            if params:
+                call = spy.calls[0]
+                assert call["preliminary"]
+            else:
+                (call,) = spy.calls
+            scales = estimator._engine.noise_scales(
+                call["sensitivities"], preliminary=call["preliminary"]
+            )
             clean = np.concatenate(
                 [b.ravel() / s for b, s in zip(call["clean"], scales)]
             )
@@ -537,6 +526,26 @@ def test_empirical_audit_stays_below_the_claim(name, monkeypatch):
     claim = 2.0
     lower_bound = _audit_epsilon_lower_bound(name, claim, monkeypatch)
     assert lower_bound <= claim
+
+
+@pytest.mark.slow
+@pytest.mark.secret_noise
+@pytest.mark.parametrize("broken", [False, True])
+def test_empirical_audit_of_dplda_word_totals_release(broken, monkeypatch):
+    # The preliminary release of n_topic_words alone, with its own noise (a
+    # share of the budget): below the claim, and caught when a record can move
+    # it by more than the bound the accountant is told.
+    claim = 2.0
+    if broken:
+        _break_the_bound("DPLDA", monkeypatch)
+    lower_bound = _audit_epsilon_lower_bound(
+        "DPLDA",
+        claim,
+        monkeypatch,
+        n_trials=1000 if broken else 400,
+        params={"n_topic_words": 4, "totals_share": 0.5},
+    )
+    assert (lower_bound > claim) if broken else (lower_bound <= claim)
 
 
 @pytest.mark.slow
@@ -848,6 +857,7 @@ _VARIANTS = [(name, {}) for name in DP_ESTIMATORS] + [
     ("DPSEPRegressor", {"model": "mlp", "hidden_units": 3, "batch_size": 10}),
     ("DPLDA", {"learning_method": "batch", "doc_length": 5}),
     ("DPLDA", {"noise_multiplier": 2.0, "epsilon": float("inf"), "batch_size": 10}),
+    ("DPLDA", {"n_topic_words": 4, "batch_size": 10}),
     ("DPBayesLogReg", {"fit_intercept": True, "batch_size": 10}),
 ]
 
@@ -960,3 +970,75 @@ def test_dpbayeslogreg_draws_fresh_noise_for_its_reused_first_moment(spy, monkey
     spy.calls.clear()
     with pytest.raises(AssertionError):
         _assert_independent_noise(_logreg_release_noises(spy))
+
+
+# Preliminary releases ----------------------------------------------------------
+
+
+def test_preliminary_releases_take_their_share_with_their_own_noise():
+    plan = plan_privacy(
+        1.0,
+        1e-5,
+        sample_rate=0.1,
+        n_releases=10,
+        n_preliminary_releases=1,
+        preliminary_share=0.6,
+    )
+    alone = plan_privacy(1.0, 1e-5, sample_rate=1.0, n_releases=1).noise_multiplier
+    assert plan.preliminary_noise_multiplier == pytest.approx(alone / math.sqrt(0.6))
+    engine = PrivacyEngine(plan)
+    (released,) = engine.release([np.zeros(40_000)], [2.0], preliminary=True)
+    expected = plan.preliminary_noise_multiplier * 2.0
+    assert abs(np.std(released) / expected - 1) < 6 / math.sqrt(2 * released.size)
+    (scale,) = engine.noise_scales([2.0], preliminary=True)
+    assert scale == pytest.approx(expected)
+    with pytest.raises(ValueError, match="1 preliminary release"):
+        engine.release([np.zeros(3)], [2.0], preliminary=True)
+    for _ in range(10):
+        engine.release([np.zeros(3)], [2.0])
+    assert engine.accountant.history == [
+        (plan.preliminary_noise_multiplier, 1.0, 1)
+    ] + [(plan.noise_multiplier, 0.1, 1)] * 10
+    # Together they spend the budget, calibrated, and no more.
+    assert 0.99 < engine.spent[0] <= 1.0
+    with pytest.raises(PrivacyBudgetExceededError, match="One more release"):
+        engine.release([np.zeros(3)], [2.0])
+
+
+def test_a_shared_budget_reserves_the_preliminary_releases_too():
+    plan = plan_privacy(
+        1.0, 1e-5, sample_rate=0.1, n_releases=10, n_preliminary_releases=1
+    )
+    main_only = (
+        make_accountant("rdp", "substitution")
+        .compose(plan.noise_multiplier, 0.1, 10)
+        .get_epsilon(1e-5)
+    )
+    budget = PrivacyBudget(epsilon=(main_only + 1.0) / 2, delta=1e-5)
+    assert main_only < budget.epsilon < 1.0
+    with pytest.raises(PrivacyBudgetExceededError, match="11 release"):
+        PrivacyEngine(plan, budget=budget, owner="test")
+    assert budget.charges == []
+    budget = PrivacyBudget(epsilon=1.0, delta=1e-5)
+    engine = PrivacyEngine(plan, budget=budget, owner="test")
+    engine.release([np.zeros(3)], [1.0], preliminary=True)
+    engine.release([np.zeros(3)], [1.0])
+    assert [charge[1:] for charge in budget.charges] == [
+        (plan.preliminary_noise_multiplier, 1.0, 1),
+        (plan.noise_multiplier, 0.1, 1),
+    ]
+
+
+def test_dplda_word_totals_release_moves_by_at_most_its_sensitivity(spy):
+    estimator, with_canary, neighbour = _neighbours(_lda_case(1.0, n_topic_words=4))
+    _fit(estimator, with_canary)
+    n_first = len(spy.calls)
+    _fit(estimator, neighbour)
+    first, second = spy.calls[0], spy.calls[n_first]
+    assert first["preliminary"] and second["preliminary"]
+    (a,), (b,) = first["clean"], second["clean"]
+    # Substitution: at most twice the bound; the canary (10,000 counts of one
+    # word) moves it by a good part of it.
+    assert 0.5 * estimator.clip_norm_ < np.linalg.norm(a - b) <= 2 * estimator.clip_norm_ * (
+        1 + 1e-9
+    )

@@ -8,7 +8,15 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils.metaestimators import available_if
 
-__all__ = ["binary_adaptor", "counts_adaptor", "dp_accounting_epsilon", "gaussian_kl"]
+from ..privacy import PrivacyEngine
+
+__all__ = [
+    "ReleaseSpy",
+    "binary_adaptor",
+    "counts_adaptor",
+    "dp_accounting_epsilon",
+    "gaussian_kl",
+]
 
 
 def gaussian_kl(mean_p, cov_p, mean_q, cov_q):
@@ -252,3 +260,43 @@ def _adaptor(estimator_class, domain):
     adapted_class = type(name, (estimator_class,), namespace)
     globals()[name] = adapted_class
     return adapted_class
+
+
+class ReleaseSpy:
+    """Records every release of every engine: clean blocks, noisy blocks, plan.
+
+    ``monkeypatch`` is pytest's fixture: the engine is restored after the test.
+    """
+
+    def __init__(self, monkeypatch):
+        self.calls = []
+        original = PrivacyEngine.release
+        spy = self
+
+        def release(engine, blocks, sensitivities, **kwargs):
+            clean = [np.array(block, dtype=float, copy=True) for block in blocks]
+            n_before = engine.accountant.steps
+            noisy = original(engine, blocks, sensitivities, **kwargs)
+            preliminary = kwargs.get("preliminary", False)
+            spy.calls.append(
+                {
+                    "clean": clean,
+                    "noisy": [block.copy() for block in noisy],
+                    "sensitivities": list(map(float, sensitivities)),
+                    "noise_multiplier": (
+                        engine.plan.preliminary_noise_multiplier
+                        if preliminary
+                        else engine.plan.noise_multiplier
+                    ),
+                    "sample_rate": (
+                        1.0
+                        if preliminary
+                        else kwargs.get("sample_rate") or engine.plan.sample_rate
+                    ),
+                    "preliminary": preliminary,
+                    "n_before": n_before,
+                }
+            )
+            return noisy
+
+        monkeypatch.setattr(PrivacyEngine, "release", release)
