@@ -879,10 +879,10 @@ def _calibrate(
         ),
         np.zeros(len(orders_key)),
     )
-    if kind == "rdp":
-        fixed_epsilon = rdp_to_epsilon(orders, fixed_rdp, delta)[0]
-    else:
-        fixed_epsilon = _pld_epsilon(preceded_by, delta, relation, 1e-3) if preceded_by else 0.0
+    fixed_rdp_epsilon = rdp_to_epsilon(orders, fixed_rdp, delta)[0] if preceded_by else 0.0
+    fixed_epsilon = fixed_rdp_epsilon
+    if kind == "pld" and preceded_by:
+        fixed_epsilon = _pld_epsilon(preceded_by, delta, relation, 1e-3)
     if preceded_by and fixed_epsilon >= target_epsilon:
         raise ValueError(
             f"The releases made first already spend epsilon = {fixed_epsilon:.4g} "
@@ -907,9 +907,15 @@ def _calibrate(
                 high = middle
         return high
 
+    # The bracket is searched with the RDP epsilon (cheap), unless releases
+    # made first under the tight accountant already exceed the target by RDP:
+    # then only the PLD epsilon can be met.
+    bracket_epsilon = rdp_epsilon
+    if kind == "pld" and fixed_rdp_epsilon >= target_epsilon:
+        bracket_epsilon = pld_epsilon
     low, high = 1.0, 1.0
-    if rdp_epsilon(high) > target_epsilon:
-        while rdp_epsilon(high) > target_epsilon:
+    if bracket_epsilon(high) > target_epsilon:
+        while bracket_epsilon(high) > target_epsilon:
             low, high = high, high * 2.0
             if high > 1e8:
                 raise ValueError(
@@ -917,12 +923,12 @@ def _calibrate(
                     f"{target_epsilon!r} at delta {delta!r}."
                 )
     else:
-        while rdp_epsilon(low) <= target_epsilon:
+        while bracket_epsilon(low) <= target_epsilon:
             low, high = low / 2.0, low
             if low < 1e-8:
                 return high
-    sigma = search(rdp_epsilon, low, high)
-    if kind == "rdp":
+    sigma = search(bracket_epsilon, low, high)
+    if kind == "rdp" or bracket_epsilon is pld_epsilon:
         return sigma
     # The PLD epsilon is at most the RDP one, so the RDP multiplier meets the
     # target: search below it.

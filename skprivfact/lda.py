@@ -450,14 +450,16 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         topics' releases then falls on the frequent words, where it is small
         against their counts, instead of swamping the rare ones, and the
         totals of all words come from one release over every document (see
-        Notes). Needs :meth:`fit` (:meth:`partial_fit` refuses it). Choose
-        it on validation documents.
+        Notes). Needs :meth:`fit`: with it set, :meth:`partial_fit` is not
+        available. Choose it on validation documents.
     totals_share : float, default=0.5
         With ``n_topic_words``: the share, in (0, 1), of the budget that the
-        release of the word totals takes (its noise is that of a single
-        full-batch release spending the whole budget, over
-        ``sqrt(totals_share)``); the topics' releases get what is left.
-        Unused with a given ``noise_multiplier``, which every release uses.
+        release of the word totals takes, counted in inverse noise variance
+        (as Gaussian releases compose under zero-concentrated DP), not in
+        epsilon: its noise is that of a single full-batch release spending
+        the whole budget, over ``sqrt(totals_share)``, and the topics'
+        releases are calibrated to what the accountant leaves. Unused with a
+        given ``noise_multiplier``, which every release uses.
     learning_decay : float, default=0.7
         Exponent kappa of the step size ``rho_t = (learning_offset + t) **
         -kappa``, in [0, 1]; (0.5, 1] guarantees convergence.
@@ -527,7 +529,11 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         ``n_topic_words`` is None or at least the vocabulary): the words of
         largest released totals.
     noise_multiplier_ : float
-        The noise multiplier used (0 when not private).
+        The noise multiplier used (0 when not private); with ``n_topic_words``,
+        that of the topics' releases.
+    totals_noise_multiplier_ : float
+        The noise multiplier of the word totals' release (``n_topic_words``
+        smaller than the vocabulary, private fits; 0 otherwise).
     sample_rate_ : float
         The Poisson sampling rate ``batch_size / n_documents`` (at most 1).
     accountant_ : RDPAccountant or PLDAccountant
@@ -541,7 +547,8 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         Whether the fit ran inside
         :func:`~skprivfact.privacy.reproducible_noise` (not private).
     n_releases_ : int
-        Number of releases (iterations) so far.
+        Number of releases so far: the iterations, and with ``n_topic_words``
+        the word totals' release.
     random_state_ : RandomState instance
         The random stream, continued by :meth:`partial_fit`.
     n_features_in_ : int
@@ -825,6 +832,7 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
             self.clip_norm_ = DEFAULT_CLIP_FRACTION * self.doc_length
         else:
             self.clip_norm_ = float(self.clip_norm)
+        self.totals_noise_multiplier_ = self._engine.plan.preliminary_noise_multiplier
 
     def _restricts_topic_words(self, n_features):
         """Whether the topics model fewer words than there are (a first release)."""
@@ -863,8 +871,10 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         )
         totals = released[0]
         if self._is_private:
+            # One topic's post-processing (_pooled_topics): the totals floored
+            # at zero once and smoothed at the scale of their noise.
             (noise_std,) = self._engine.noise_scales([self.clip_norm_], preliminary=True)
-            totals = _pooled_topics(released, noise_std, 0.0)[0]
+            totals = np.maximum(totals, 0.0) + _SMOOTHING * noise_std
         # A stable sort: ties (words floored at zero) keep the column order.
         largest = np.argsort(-totals, kind="stable")[: self.n_topic_words]
         return totals, np.sort(largest)
@@ -1207,10 +1217,17 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         if first_time:
             self._start(n_documents, reserve=1)
         else:
+            if self.topic_words_.size != self.n_features_in_:
+                raise ValueError(
+                    "This model's topics cover only the words of its word totals' "
+                    "release (it was fitted with n_topic_words): partial_fit cannot "
+                    "continue it. Call fit to start a new model."
+                )
             self._check_plan_unchanged(self.noise_multiplier)
             self._engine.check_next(self._sample_rate(self._batch_size(), n_documents))
         X = self._check_counts(X, reset=first_time, integer=self._is_private)
         if first_time:
+            self.topic_words_ = np.arange(X.shape[1])
             self._init_latent_vars(X.shape[1])
         else:
             self._to_working_precision()

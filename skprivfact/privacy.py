@@ -270,13 +270,9 @@ class PrivacyBudget:
         """Refuse a fit whose planned releases would exceed the budget."""
         with self._lock:
             self._check_compatible(plan)
-            trial = self._accountant.copy()
-            if plan.n_preliminary_releases:
-                trial.compose(
-                    plan.preliminary_noise_multiplier, 1.0, plan.n_preliminary_releases
-                )
-            trial.compose(plan.noise_multiplier, plan.sample_rate, n_releases)
-            total = trial.get_epsilon(self.delta)
+            total = _with_plan(self._accountant, plan, n_releases).get_epsilon(
+                self.delta
+            )
             n_releases += plan.n_preliminary_releases
             if total > self.epsilon:
                 raise PrivacyBudgetExceededError(
@@ -358,6 +354,15 @@ class PrivacyPlan:
     secure: bool = False
     n_preliminary_releases: int = 0
     preliminary_noise_multiplier: float = 0.0
+
+
+def _with_plan(accountant, plan, n_releases):
+    """A copy of ``accountant`` with the plan's preliminary releases and
+    ``n_releases`` of its others composed."""
+    trial = accountant.copy()
+    if plan.n_preliminary_releases:
+        trial.compose(plan.preliminary_noise_multiplier, 1.0, plan.n_preliminary_releases)
+    return trial.compose(plan.noise_multiplier, plan.sample_rate, n_releases)
 
 
 def plan_privacy(
@@ -524,14 +529,7 @@ class PrivacyEngine:
         if not math.isinf(plan.epsilon):
             # A calibrated plan meets its epsilon by construction; a given
             # noise multiplier may not.
-            trial = self.accountant.copy()
-            if plan.n_preliminary_releases:
-                trial.compose(
-                    plan.preliminary_noise_multiplier, 1.0, plan.n_preliminary_releases
-                )
-            total = trial.compose(
-                plan.noise_multiplier, plan.sample_rate, reserve
-            ).get_epsilon(plan.delta)
+            total = _with_plan(self.accountant, plan, reserve).get_epsilon(plan.delta)
             if total > plan.epsilon * (1 + 1e-12):
                 raise PrivacyBudgetExceededError(
                     f"{owner}: {reserve + plan.n_preliminary_releases} release(s) "

@@ -907,8 +907,21 @@ def test_topic_words_release_the_totals_first_then_topics_over_the_largest(
     noise = first["noisy"][0] - first["clean"][0]
     expected = plan.preliminary_noise_multiplier * model.clip_norm_
     assert abs(np.std(noise) / expected - 1) < 6 / math.sqrt(2 * noise.size)
-    # The topics cover every word.
+    # The topics cover every word; on the others they follow the released
+    # totals (floored at zero, smoothed by half their noise std), never the
+    # clean ones.
     assert model.components_.shape == (4, X.shape[1])
+    totals = np.maximum(released, 0.0) + 0.5 * expected
+    topic_mass = model.components_[:, model.topic_words_].sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(
+        model.components_[:, others],
+        np.maximum(
+            topic_mass * totals[others] / totals[model.topic_words_].sum(),
+            model.topic_word_prior_,
+        ),
+        rtol=1e-12,
+    )
+    assert model.totals_noise_multiplier_ == plan.preliminary_noise_multiplier
     assert np.isfinite(model.perplexity(X[:100]))
 
 
@@ -949,3 +962,44 @@ def test_topic_words_need_fit_not_partial_fit():
     # The reason is chained to the error.
     assert "n_topic_words needs the word totals" in str(raised.value.__cause__)
     assert hasattr(model.set_params(n_topic_words=None), "partial_fit")
+
+
+def test_topic_words_follow_the_vocabulary_size_not_the_data(monkeypatch):
+    # Restricting is decided by the shape alone (public): here only 3 of the
+    # 8 words occur, and 4 < 8 words still means a release of the totals.
+    X = np.zeros((40, 8), dtype=int)
+    X[:, :3] = np.random.RandomState(0).poisson(3.0, size=(40, 3))
+    recorder = ReleaseSpy(monkeypatch)
+    model = DPLDA(2, epsilon=1.0, batch_size=None, doc_length=10, n_topic_words=4)
+    model.fit(X)
+    assert recorder.calls[0]["preliminary"] and model.topic_words_.size == 4
+    recorder.calls.clear()
+    model.set_params(n_topic_words=8).fit(X)
+    assert not any(call["preliminary"] for call in recorder.calls)
+    assert model.totals_noise_multiplier_ == 0.0
+
+
+def test_topic_words_with_a_given_noise_multiplier_of_zero_stay_finite(corpus):
+    # Noise-free releases through the private code path: a word that never
+    # occurs gets the prior, not 0 / 0.
+    X, _ = corpus
+    X = sp.hstack([X, sp.csr_matrix((X.shape[0], 1))]).tocsr()
+    model = DPLDA(
+        4, epsilon=float("inf"), noise_multiplier=0.0, doc_length=60,
+        batch_size=600, n_topic_words=20, random_state=0,
+    ).fit(X)
+    assert np.all(np.isfinite(model.components_))
+    np.testing.assert_array_equal(model.components_[:, -1], model.topic_word_prior_)
+
+
+def test_partial_fit_does_not_continue_a_model_fitted_on_topic_words(corpus):
+    X, _ = corpus
+    model = DPLDA(
+        4, epsilon=float("inf"), noise_multiplier=3.0, doc_length=60,
+        batch_size=600, n_topic_words=20, random_state=0,
+    ).fit(X)
+    n_releases = model.n_releases_
+    model.set_params(n_topic_words=None)
+    with pytest.raises(ValueError, match="cannot continue it"):
+        model.partial_fit(X)
+    assert model.n_releases_ == n_releases

@@ -8,6 +8,7 @@ the sensitivities declared and the noise added.
 """
 
 import copy
+import dataclasses
 import inspect
 import itertools
 import math
@@ -1042,3 +1043,34 @@ def test_dplda_word_totals_release_moves_by_at_most_its_sensitivity(spy):
     assert 0.5 * estimator.clip_norm_ < np.linalg.norm(a - b) <= 2 * estimator.clip_norm_ * (
         1 + 1e-9
     )
+
+
+def test_a_given_noise_multiplier_must_cover_the_preliminary_releases_too():
+    # Preliminary releases are checked once, when the engine starts: with a
+    # given multiplier the plan is refused if they and the others together
+    # exceed epsilon, though the others alone would not.
+    plan = plan_privacy(
+        3.0, 1e-5, sample_rate=0.1, n_releases=4, noise_multiplier=3.0,
+        n_preliminary_releases=1,
+    )
+    without = dataclasses.replace(plan, n_preliminary_releases=0)
+    PrivacyEngine(without)
+    with pytest.raises(PrivacyBudgetExceededError, match="5 release"):
+        PrivacyEngine(plan)
+
+
+@pytest.mark.parametrize("share", [0.5, 0.9, 0.97])
+def test_tight_accountant_plans_a_large_preliminary_share(share):
+    # The preliminary multiplier comes from the tight accountant, whose
+    # epsilon can meet the target where the RDP bound of that release alone
+    # already exceeds it: the calibration must still find the others' noise.
+    pytest.importorskip("dp_accounting")
+    plan = plan_privacy(
+        2.0, 1e-5, sample_rate=0.1, n_releases=20, accountant="pld",
+        n_preliminary_releases=1, preliminary_share=share,
+    )
+    engine = PrivacyEngine(plan)
+    engine.release([np.zeros(2)], [1.0], preliminary=True)
+    for _ in range(20):
+        engine.release([np.zeros(2)], [1.0])
+    assert 1.98 < engine.spent[0] <= 2.0
