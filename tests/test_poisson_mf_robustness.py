@@ -567,3 +567,39 @@ def test_auto_prior_shapes_grids_and_where_no_search_runs():
     assert not np.array_equal(fixed.components_, auto.components_)
     with pytest.raises(ValueError, match="factor_prior_shape"):
         PrivatePoissonMF(3, factor_prior_shape="dense").fit(X_noisy)
+
+
+def test_a_fit_whose_components_share_their_largest_columns_is_passed_over(
+    monkeypatch, capsys
+):
+    # Two components with the same 8 largest columns coincide even below the
+    # cosine threshold ("distinct top words"): the fit to all the rows is
+    # passed over and the same pair fitted from a new start, which is kept.
+    from skprivfact.poisson_mf import _estimator
+
+    _, X_noisy, _, _ = make_poisson_factorization(
+        250, 40, 3, factor_shape=1.0, epsilon=1.0, random_state=0
+    )
+    same_top_columns = _estimator.same_top_columns
+    calls = []
+
+    def first_fit_shares(components):
+        calls.append(components.copy())
+        shared = same_top_columns(components)
+        if len(calls) == 1:
+            shared[0, 1] = shared[1, 0] = True
+        return shared
+
+    monkeypatch.setattr(_estimator, "same_top_columns", first_fit_shares)
+    model = PrivatePoissonMF(3, epsilon=1.0, random_state=0, verbose=1).fit(X_noisy)
+    passed_over = [line for line in capsys.readouterr().out.splitlines()
+                   if line.endswith("passed over")]
+    assert len(calls) == 2 and len(passed_over) == 1
+    assert "two components with the same 8 largest columns" in passed_over[0]
+    assert model.max_component_similarity_ < 0.95
+    assert not np.array_equal(calls[0], calls[1])
+    np.testing.assert_array_equal(model.components_, calls[1])
+    # The real test: no two of the kept components share their largest columns.
+    shared = same_top_columns(model.components_)
+    np.fill_diagonal(shared, False)
+    assert not shared.any()

@@ -45,6 +45,7 @@ from ._evaluation import (
     _unit_rows,
     heldout_loglik,
     reconstruction_error,
+    same_top_columns,
 )
 from ._noisy_count import noise_std
 
@@ -221,7 +222,7 @@ class PrivatePoissonMF(
         search reads nothing but the input). Fits whose components coincide
         (largest similarity above 0.95) are passed over, and the pair with the
         best score is fitted to all the rows; when that fit's components
-        coincide, the same pair from up to four more random starts, then the
+        coincide (or two have the same 8 largest columns), the same pair from up to four more random starts, then the
         next best pair, then those passed over (the sparsest first), and when
         all coincide, the least similar fit is kept. Small shapes (sparse
         components) keep sparse counts under heavy noise from collapsing,
@@ -877,6 +878,18 @@ class PrivatePoissonMF(
                 UserWarning,
             )
 
+    def _components_apart(self):
+        """Whether no two components coincide: cosine similarity at most
+        SIMILARITY_WARNING and, with more columns than that, no two with the
+        same _N_TOP_COLUMNS largest columns (with fewer, all rows share them)."""
+        if self.max_component_similarity_ > SIMILARITY_WARNING:
+            return False
+        if self.components_.shape[1] <= _N_TOP_COLUMNS:
+            return True
+        shared = same_top_columns(self.components_)
+        np.fill_diagonal(shared, False)
+        return not shared.any()
+
     def _fit_first_apart(self, X, candidates, rng, dtype):
         """``_fit_solver`` with each prior shape pair of ``candidates`` in
         turn until a fit's components stay apart; when none do, the fit with
@@ -896,13 +909,15 @@ class PrivatePoissonMF(
                 warnings.simplefilter("always")
                 row_factors = self._fit_solver(X, shapes, rng, dtype)
             kept_warnings = caught
-            if self.max_component_similarity_ <= SIMILARITY_WARNING or (
-                    len(passed_over) == len(candidates)):
+            if self._components_apart() or len(passed_over) == len(candidates):
                 break
             passed_over.append((self.max_component_similarity_, state, shapes))
             if self.verbose:
+                shared = ("" if self.max_component_similarity_ > SIMILARITY_WARNING else
+                          f", two components with the same {_N_TOP_COLUMNS} largest columns")
                 print(f"prior shapes ({shapes[0]:g}, {shapes[1]:g}) on all rows: largest "
-                      f"cosine similarity {self.max_component_similarity_:.4f}, passed over")
+                      f"cosine similarity {self.max_component_similarity_:.4f}{shared}, "
+                      "passed over")
         for caught_warning in kept_warnings:
             warnings.warn_explicit(caught_warning.message, caught_warning.category,
                                    caught_warning.filename, caught_warning.lineno)

@@ -162,6 +162,14 @@ def match_components(reference, components):
     return order
 
 
+def same_top_columns(components, n_top=_N_TOP_COLUMNS):
+    """Which pairs of rows of ``components`` have the same ``n_top`` largest
+    columns (as sets): boolean matrix, the diagonal included."""
+    n_top = min(n_top, components.shape[1])
+    tops = np.sort(np.argsort(-components, axis=1, kind="stable")[:, :n_top], axis=1)
+    return (tops[:, None, :] == tops[None, :, :]).all(axis=2)
+
+
 def _unit_rows(rows):
     return rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-300)
 

@@ -37,10 +37,10 @@ from scipy.special import gammaln
 
 from ._cavi import blas_single_threaded
 from ._evaluation import (
-    _N_TOP_COLUMNS,
     SIMILARITY_WARNING,
     _unit_rows,
     match_components,
+    same_top_columns,
 )
 from ._noisy_count import draw_true_count, noise_std
 from ._parallel import parallel_kernel
@@ -304,10 +304,7 @@ def restart_coinciding(X, alpha, theta, phi):
     while len(restarted) < n_components // 2:
         unit = _unit_rows(phi)
         similarity = unit @ unit.T
-        n_top = min(_N_TOP_COLUMNS, phi.shape[1])
-        tops = np.sort(np.argsort(-phi, axis=1, kind="stable")[:, :n_top], axis=1)
-        coinciding = (similarity > SIMILARITY_WARNING) | (
-            tops[:, None, :] == tops[None, :, :]).all(axis=2)
+        coinciding = (similarity > SIMILARITY_WARNING) | same_top_columns(phi)
         np.fill_diagonal(coinciding, False)
         for _, done, _ in restarted:
             coinciding[done, :] = coinciding[:, done] = False
