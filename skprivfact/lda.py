@@ -892,7 +892,7 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         modelled_total = totals[self.topic_words_].sum()
         components = np.empty((n_topics, totals.size))
         components[:, self.topic_words_] = self.components_
-        spread = np.zeros((n_topics, int(others.sum())))
+        spread = 0.0
         if modelled_total > 0:
             spread = (
                 self.components_.sum(axis=1, keepdims=True)
