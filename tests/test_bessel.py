@@ -20,12 +20,12 @@ from skprivfact.poisson_mf._bessel import (
     bessel_sample_many,
 )
 from skprivfact.poisson_mf._likelihood import (
-    _ROW_BUFFERS,
     _noisy_logpmf_row,
     log_poisson_cdf_sf,
     noisy_count_logpmf,
     noisy_loglik_sum,
 )
+from skprivfact.poisson_mf._noisy_count import N_LANE_BUFFERS
 
 NUS = [0, 1, 5, 50, 500, 10**4]
 AS = [1e-3, 0.5, 5, 50, 500, 1e5]
@@ -231,18 +231,20 @@ def test_noisy_count_pmf_normalizes():
 
 @pytest.mark.parametrize("alpha", [0.05, math.exp(-1), 0.9, 0.995])
 def test_row_pass_of_noisy_logpmf_matches_scalar(alpha):
-    # counts on both sides of the fast path's range, rates from 0 to far
-    # above it, and the small values that dominate real data
+    # counts of both signs, rates from 0 to far above the row pass's range,
+    # sums that outlast its terms, and the small values that dominate real data
     rng = np.random.default_rng(int(alpha * 1000))
     counts = np.concatenate([rng.integers(-3, 6, 3000), rng.integers(-40, 60, 3000),
-                             [0, 12, 13, -12, -13, 5, 0, 3]]).astype(np.float64)
+                             [0, 12, 13, -12, -13, 5, 0, 3, 1e6, 90, 2, 2]]).astype(np.float64)
     rates = np.concatenate([np.exp(rng.uniform(-3, 1, 3000)),
                             np.exp(rng.uniform(np.log(1e-12), np.log(500), 3000)),
-                            [0.0, 1e-300, 4.0, 4.0, 300 * alpha, 1e6, 1e-30, 1e-30]])
+                            [0.0, 1e-300, 4.0, 4.0, 300 * alpha, 1e6, 1e-30, 1e-30,
+                             0.5, 63 * alpha, 64 * alpha, 64.1 * alpha]])
     out = np.empty(counts.size)
     _noisy_logpmf_row(counts, rates, alpha, math.log(alpha),
                       math.log1p(-alpha) - math.log1p(alpha), out,
-                      np.empty((_ROW_BUFFERS, counts.size)))
+                      np.empty((N_LANE_BUFFERS, counts.size)),
+                      np.empty((3, counts.size), dtype=np.int64))
     expected = np.array([noisy_count_logpmf(k, mu, alpha) for k, mu in zip(counts, rates)])
     finite = np.isfinite(expected)
     np.testing.assert_array_equal(np.isfinite(out), finite)

@@ -88,6 +88,34 @@ def test_noise_marginal_posterior_moments_match_direct_sums():
         assert got_var == pytest.approx(var, rel=1e-3, abs=1e-9)
 
 
+@pytest.mark.parametrize("alpha", [np.exp(-1e-6), 0.37, np.exp(-20.0)])
+@pytest.mark.parametrize("kernel", ["serial", "parallel"])
+def test_marginal_sweep_matches_the_scalar_posterior_mean_entry_by_entry(alpha, kernel):
+    # The sweep sums the positive entries of a row side by side and retires
+    # each sum when its tail bound is small; every entry must still get the
+    # scalar E[y | y~, rate], whatever mix of counts and rates a row holds:
+    # zero and tiny rates, rates past the lanes' range (scalar path), counts
+    # from -30 to 10**6 (integers, as validated), and sums that outlast the lanes.
+    from skprivfact.poisson_mf._cavi import _marginal_entry_update
+    from skprivfact.poisson_mf._noisy_count import posterior_count_mean
+
+    rng = np.random.default_rng(0)
+    n_rows, n_cols = 40, 300
+    counts = rng.choice([-30.0, -1.0, 0.0, 1.0, 2.0, 3.0, 7.0, 40.0, 90.0, 1e6],
+                        size=(n_rows, n_cols))
+    scale = alpha * np.exp(rng.uniform(np.log(1e-12), np.log(500.0), size=(n_rows, n_cols)))
+    rates = np.where(rng.random((n_rows, n_cols)) < 0.05, 0.0, scale).astype(np.float32)
+    rates[0, :5] = [0.0, 1e-30, 63.9 * alpha, 64.1 * alpha, 1e6]
+    geo = rng.uniform(0.5, 2.0, size=(n_rows, n_cols)).astype(np.float32)
+    ratio = rates.copy()
+    row_sums = getattr(_marginal_entry_update, kernel)(counts, ratio, geo, alpha)
+    expected = np.array([[posterior_count_mean(c, float(r), alpha) for c, r in zip(*row)]
+                         for row in zip(counts, rates)])
+    np.testing.assert_allclose(row_sums, expected.sum(axis=1), rtol=1e-12)
+    np.testing.assert_allclose(ratio, (expected / geo).astype(np.float32), rtol=1e-6,
+                               atol=1e-37)
+
+
 def test_single_precision_products_give_the_double_precision_fit(synthetic, monkeypatch):
     # The noisy sweep's dense products run in float32; a fit must not move
     # from the all-double one by more than rounding carried through the sweeps.

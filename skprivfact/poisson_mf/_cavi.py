@@ -35,7 +35,7 @@ from threadpoolctl import threadpool_limits
 from ._bessel import bessel_mean, bessel_mode
 from ._blocks import InMemoryRowBlocks
 from ._likelihood import clean_loglik_sum, clipped_loglik_sum, noisy_loglik_sum
-from ._noisy_count import posterior_count_mean
+from ._noisy_count import N_LANE_BUFFERS, posterior_count_mean, positive_count_sums
 from ._parallel import parallel_kernel
 from ._simd import simd_exp
 
@@ -264,13 +264,30 @@ def _marginal_entry_update(noisy, rate, geo_mu, alpha):
     The two-sided geometric noise is integrated out exactly (the law of the
     true count given the noisy one and a Poisson rate is in
     ``_noisy_count``): no noise-rate factors and no Bessel step, whose
-    per-entry noise rates can take up all of a sparse row's counts."""
+    per-entry noise rates can take up all of a sparse row's counts. For
+    y~ <= 0, E[y] = rate alpha; the positive entries of a row are summed
+    side by side (``positive_count_sums``).
+    """
     n_rows, n_cols = noisy.shape
     row_sums = np.zeros(n_rows)
     for d in prange(n_rows):
+        lanes = np.empty((N_LANE_BUFFERS, n_cols))
+        columns = np.empty((3, n_cols), dtype=np.int64)
+        n_ended, n_scalar = positive_count_sums(noisy[d], rate[d], alpha, lanes, columns)
         acc = 0.0
         for v in range(n_cols):
-            expected = posterior_count_mean(float(noisy[d, v]), float(rate[d, v]), alpha)
+            # the positive entries' E[y] are set below
+            expected = max(float(rate[d, v]), 0.0) * alpha * (float(noisy[d, v]) <= 0.0)
+            acc += expected
+            rate[d, v] = expected / max(float(geo_mu[d, v]), _TINY)
+        for j in range(n_ended):
+            expected = lanes[6, j] / lanes[7, j]
+            acc += expected
+            v = columns[1, j]
+            rate[d, v] = expected / max(float(geo_mu[d, v]), _TINY)
+        for j in range(n_scalar):
+            v = columns[2, j]
+            expected = posterior_count_mean(float(noisy[d, v]), lanes[8, j], alpha)
             acc += expected
             rate[d, v] = expected / max(float(geo_mu[d, v]), _TINY)
         row_sums[d] = acc

@@ -9,8 +9,8 @@ is the convolution
 with F(k; r) the Poisson(r) CDF at k (zero for k < 0). Everything is computed
 in log space; the Poisson tails are summed from k outward, so neither term
 underflows before the logarithm is taken. The sum over a matrix takes the
-common entries (small |k|, moderate mu) a row at a time in SIMD code and
-leaves the others to the scalar function.
+common entries (k <= 0, or k > 0 with a moderate mu) a row at a time in SIMD
+code and leaves the others to the scalar function.
 """
 
 import math
@@ -18,8 +18,9 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from ._noisy_count import N_LANE_BUFFERS, positive_count_sums
 from ._parallel import parallel_kernel
-from ._simd import simd_exp, simd_log
+from ._simd import simd_log
 
 _TAIL_CUTOFF = 1e-18
 
@@ -141,141 +142,31 @@ def _noisy_count_logpmf(k, mu, alpha, log_alpha, log_const):
     return log_const + high + math.log(math.exp(first - high) + math.exp(second - high))
 
 
-# The row pass below takes the entries with |k| up to this and mu / alpha up
-# to _ROW_MAX_RATE (so that its partial sums of e^r stay finite) in SIMD code;
-# the rest, and entries whose upper-tail series has not converged after
-# _ROW_MAX_TAIL_TERMS terms, go to the scalar _noisy_count_logpmf.
-_ROW_MAX_COUNT = 12.0
-_ROW_MAX_RATE = 300.0
-_ROW_MAX_TAIL_TERMS = 60
-_ROW_BUFFERS = 7
-
-
 @njit(cache=True, error_model="numpy")
-def _noisy_logpmf_row(counts, rates, alpha, log_alpha, log_const, out, buffers):
+def _noisy_logpmf_row(counts, rates, alpha, log_alpha, log_const, out, lanes, columns):
     """``out[v]`` = log P(counts[v]) at mu = rates[v], as _noisy_count_logpmf,
     in passes over the row that compile to SIMD code.
 
-    With r = mu / alpha and s = mu alpha, the two terms of the pmf are
-    k log(alpha) - mu + log(sum_{j<=k} r^j / j!) (the e^-r of the CDF cancels
-    the e^r of the term), and -k log(alpha) + s - mu + log P(Y > k) for
-    Y ~ Poisson(s); P(Y > k) is 1 - e^-s sum_{j<=k} s^j / j! when that CDF is
-    at most 1/2 (no cancellation), otherwise its upper-tail series
-    e^-s sum_{j>k} s^j / j!, whose terms fall faster than geometrically.
-    ``buffers`` is (_ROW_BUFFERS, n) of scratch."""
-    n = counts.shape[0]
-    sum_r = buffers[0]
-    sum_s = buffers[1]
-    term_r = buffers[2]
-    term_s = buffers[3]
-    last_s = buffers[4]
-    tail = buffers[5]
-    # 1 marks the entries left to the scalar function
-    scalar = buffers[6]
-    for v in range(n):
-        k = counts[v]
-        mu = rates[v]
-        # & rather than and: no branches, which would keep the loop scalar
-        fast = (mu > 0.0) & (abs(k) <= _ROW_MAX_COUNT) & (mu <= _ROW_MAX_RATE * alpha)
-        scalar[v] = 0.0 if fast else 1.0
-        sum_r[v] = 1.0
-        sum_s[v] = 1.0
-        term_r[v] = 1.0
-        term_s[v] = 1.0
-        last_s[v] = 1.0
-    # the partial sums of r^j / j! and s^j / j! up to j = k, and s^k / k!:
-    # the terms j = 1 and 2 in one pass over the row, the rest entry by entry
-    # for the few larger counts
-    for v in range(n):
-        k = counts[v]
-        r = rates[v] / alpha
-        s = rates[v] * alpha
-        next_r = term_r[v] * r
-        next_s = term_s[v] * s
-        partial_r = sum_r[v] + (next_r if 1.0 <= k else 0.0)
-        partial_s = sum_s[v] + (next_s if 1.0 <= k else 0.0)
-        last = next_s if k == 1.0 else last_s[v]
-        next_r = next_r * r * 0.5
-        next_s = next_s * s * 0.5
-        term_r[v] = next_r
-        term_s[v] = next_s
-        sum_r[v] = partial_r + (next_r if 2.0 <= k else 0.0)
-        sum_s[v] = partial_s + (next_s if 2.0 <= k else 0.0)
-        last_s[v] = next_s if k == 2.0 else last
-    for v in range(n):
-        k = counts[v]
-        if scalar[v] == 0.0 and k > 2.0:
-            r = rates[v] / alpha
-            s = rates[v] * alpha
-            next_r = term_r[v]
-            next_s = term_s[v]
-            partial_r = sum_r[v]
-            partial_s = sum_s[v]
-            for j in range(3, int(k) + 1):
-                next_r *= r / j
-                next_s *= s / j
-                partial_r += next_r
-                partial_s += next_s
-            sum_r[v] = partial_r
-            sum_s[v] = partial_s
-            last_s[v] = next_s
-    # the upper tail sum_{j>k} s^j / j! for the entries whose CDF at s is
-    # above 1/2: s^k / k! times sum_{i>=1} s^i / prod_{l<=i} (k + l), summed
-    # over the common denominator prod (k + l) (no division per term), two
-    # terms per pass
-    for v in range(n):
-        k = counts[v]
-        s = rates[v] * alpha
-        cdf = simd_exp(-s) * sum_s[v]
-        needs_tail = (k >= 0.0) & (cdf > 0.5) & (scalar[v] == 0.0)
-        # numerator, denominator and s^i
-        term_r[v] = 0.0
-        tail[v] = 1.0
-        term_s[v] = 1.0 if needs_tail else 0.0
-    converged = False
-    for i in range(1, _ROW_MAX_TAIL_TERMS + 1, 2):
-        n_pending = 0
-        for v in range(n):
-            k = counts[v]
-            s = rates[v] * alpha
-            power = term_s[v] * s
-            numerator = term_r[v] * (k + i) + power
-            denominator = tail[v] * (k + i)
-            power = power * s
-            numerator = numerator * (k + i + 1.0) + power
-            term_r[v] = numerator
-            tail[v] = denominator * (k + i + 1.0)
-            term_s[v] = power
-            n_pending += power > 1e-17 * numerator
-        if n_pending == 0:
-            converged = True
-            break
-    unfinished = 0.0 if converged else 1.0
-    for v in range(n):
-        # the tail in units of s^k / k!, times s^k / k!; 0 where not needed
-        scalar[v] = max(scalar[v], unfinished if term_s[v] > 1e-17 * term_r[v] else 0.0)
-        tail[v] = last_s[v] * term_r[v] / tail[v]
-    for v in range(n):
-        k = counts[v]
-        mu = rates[v]
-        s = mu * alpha
-        first = k * log_alpha - mu + simd_log(sum_r[v])
-        from_tail = simd_log(tail[v]) - s
-        from_cdf = simd_log(1.0 - simd_exp(-s) * sum_s[v])
-        log_sf = 0.0 if k < 0.0 else (from_tail if tail[v] > 0.0 else from_cdf)
-        second = -k * log_alpha + s - mu + log_sf
-        sum_r[v] = first if k >= 0.0 else -math.inf
-        sum_s[v] = second
-    # log(e^first + e^second), in a loop of its own (smaller loops vectorise)
-    for v in range(n):
-        first = sum_r[v]
-        second = sum_s[v]
-        high = max(first, second)
-        low = min(first, second)
-        out[v] = log_const + high + simd_log(1.0 + simd_exp(low - high))
-    for v in range(n):
-        if scalar[v] != 0.0:
-            out[v] = _noisy_count_logpmf(counts[v], rates[v], alpha, log_alpha, log_const)
+    For k <= 0 the pmf is closed: every true count is at least k, so
+    P(k) = (1 - alpha) / (1 + alpha) alpha**-k e**(mu alpha - mu). For
+    k > 0 it is (1 - alpha) / (1 + alpha) alpha**k e**-mu times the sum of
+    ``positive_count_sums``; the entries that function leaves go to the
+    scalar _noisy_count_logpmf. ``lanes`` and ``columns`` are its scratch,
+    (N_LANE_BUFFERS, n) and (3, n).
+    """
+    n_ended, n_scalar = positive_count_sums(counts, rates, alpha, lanes, columns)
+    for v in range(counts.shape[0]):
+        # the positive entries are set below
+        out[v] = log_const - counts[v] * log_alpha - rates[v] * (1.0 - alpha)
+    log_total = lanes[6]
+    for j in range(n_ended):
+        log_total[j] = simd_log(lanes[7, j])
+    for j in range(n_ended):
+        v = columns[1, j]
+        out[v] = log_const + counts[v] * log_alpha - rates[v] + log_total[j]
+    for j in range(n_scalar):
+        v = columns[2, j]
+        out[v] = _noisy_count_logpmf(counts[v], rates[v], alpha, log_alpha, log_const)
 
 
 # Rows whose rates noisy_loglik_sum takes in one matrix product.
@@ -304,16 +195,17 @@ def _noisy_loglik_rows(noisy, row_factors, components, alpha):
         # a block of rows at a time: one matrix product instead of a
         # matrix-vector product per row
         rates = row_factors[start:stop] @ components
-        buffers = np.empty((_ROW_BUFFERS + 2, n_cols))
-        logpmf_row = buffers[_ROW_BUFFERS]
+        lanes = np.empty((N_LANE_BUFFERS, n_cols))
+        columns = np.empty((3, n_cols), dtype=np.int64)
+        logpmf_row = np.empty(n_cols)
         # the counts in double whatever their stored (compact) type: one
         # compiled row pass for all
-        counts_row = buffers[_ROW_BUFFERS + 1]
+        counts_row = np.empty(n_cols)
         for d in range(start, stop):
             for v in range(n_cols):
                 counts_row[v] = noisy[d, v]
             _noisy_logpmf_row(counts_row, rates[d - start], alpha, log_alpha, log_const,
-                              logpmf_row, buffers[:_ROW_BUFFERS])
+                              logpmf_row, lanes, columns)
             acc = 0.0
             for v in range(n_cols):
                 acc += logpmf_row[v]

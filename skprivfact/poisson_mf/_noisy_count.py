@@ -222,3 +222,128 @@ def draw_true_count(count, rate, alpha, uniform, second_uniform):
         if next_up < 1e-300 and next_down <= 0.0:
             # the target fell in the dropped tail (probability ~1e-17)
             return up
+
+
+# positive_count_sums takes the entries whose terms stay below
+# exp(_LANE_MAX_LOW) relative to y = 0 (no overflow); the rest, and any sum not
+# ended within _LANE_MAX_TERMS terms, are left to the scalar functions.
+_LANE_MAX_LOW = 64.0
+_LANE_MAX_TERMS = 96
+# Terms added between two passes that retire the sums which have ended.
+_LANE_TERMS_PER_CHECK = 8
+# A sum ends once a bound on the rest of its terms is below this fraction of
+# its total; terms below _LANE_FLUSH are set to 0, so that lanes whose sums
+# have ended but not yet been retired do not go on into subnormal numbers
+# (slow on x86).
+_LANE_TAIL_CUTOFF = 1e-14
+_LANE_FLUSH = 1e-280
+# rows of the float scratch of positive_count_sums
+N_LANE_BUFFERS = 9
+
+
+@njit(cache=True, error_model="numpy")
+def positive_count_sums(counts, rates, alpha, lanes, columns):
+    """The sums behind E[y | k, r] and P(k | r) for the entries of a row with
+    a positive noisy count, side by side.
+
+    With the terms in units of the one at y = 0, w_y = (r / alpha)**y / y!
+    for y <= k and w_k (r alpha)**(y - k) k! / y! above, so that
+    E[y] = sum y w_y / sum w_y and P(k) = (1 - alpha) / (1 + alpha)
+    alpha**k e**-r sum w_y. Term y of every sum is added in one pass over
+    the lanes (SIMD code: one reciprocal per pass, no division or branch per
+    entry). The ratios of the terms fall (the law is log-concave); once the
+    next one, q, is below 1, the rest of a sum is below w_y q / (1 - q), and
+    the sum ends when that is below ``_LANE_TAIL_CUTOFF`` of its total.
+    Which entries are positive, and when their sums end, is random: every
+    pass is branch-free.
+
+    ``lanes`` is (N_LANE_BUFFERS, n) float scratch and ``columns`` (3, n)
+    integer. Returns ``(n_ended, n_scalar)``: the sums of the entries
+    ``columns[1, :n_ended]`` are ``lanes[6, :n_ended]`` (sum y w_y) and
+    ``lanes[7, :n_ended]`` (sum w_y); the positive entries
+    ``columns[2, :n_scalar]``, with their rates in ``lanes[8, :n_scalar]``,
+    are left to the scalar functions.
+    """
+    n = counts.shape[0]
+    lane_count = lanes[0]
+    lane_low = lanes[1]
+    lane_high = lanes[2]
+    lane_term = lanes[3]
+    lane_total = lanes[4]
+    lane_first = lanes[5]
+    ended_first = lanes[6]
+    ended_total = lanes[7]
+    scalar_rate = lanes[8]
+    lane_column = columns[0]
+    ended_column = columns[1]
+    scalar_column = columns[2]
+    n_lanes = 0
+    n_scalar = 0
+    for v in range(n):
+        count = float(counts[v])
+        rate = float(rates[v])
+        positive = count > 0.0
+        in_lanes = positive & (rate > 0.0) & (rate <= _LANE_MAX_LOW * alpha)
+        # stored whatever the entry, kept by advancing the count
+        lane_column[n_lanes] = v
+        lane_count[n_lanes] = count
+        lane_high[n_lanes] = rate
+        n_lanes += in_lanes
+        scalar_column[n_scalar] = v
+        scalar_rate[n_scalar] = rate
+        n_scalar += positive ^ in_lanes
+    for j in range(n_lanes):
+        rate = lane_high[j]
+        lane_low[j] = rate / alpha
+        lane_high[j] = rate * alpha
+        lane_term[j] = 1.0
+        lane_total[j] = 1.0
+        lane_first[j] = 0.0
+    n_ended = 0
+    y = 0.0
+    while n_lanes > 0 and y < _LANE_MAX_TERMS:
+        for _ in range(_LANE_TERMS_PER_CHECK):
+            inv_next = 1.0 / (y + 1.0)
+            for j in range(n_lanes):
+                # both factors loaded: a select between values, not loads
+                low = lane_low[j]
+                high = lane_high[j]
+                factor = low if y < lane_count[j] else high
+                term = lane_term[j] * (factor * inv_next)
+                term = term if term > _LANE_FLUSH else 0.0
+                lane_term[j] = term
+                lane_total[j] += term
+                lane_first[j] += (y + 1.0) * term
+            y += 1.0
+        # the ended sums leave the lanes, the others move up
+        n_kept = 0
+        for j in range(n_lanes):
+            low = lane_low[j]
+            high = lane_high[j]
+            count = lane_count[j]
+            next_factor = low if y < count else high
+            term = lane_term[j]
+            total = lane_total[j]
+            first = lane_first[j]
+            column = lane_column[j]
+            # false while the ratio is at least 1 (the right side is not positive)
+            ended = term * next_factor < _LANE_TAIL_CUTOFF * total * (y + 1.0 - next_factor)
+            ended_column[n_ended] = column
+            ended_first[n_ended] = first
+            ended_total[n_ended] = total
+            n_ended += ended
+            lane_column[n_kept] = column
+            lane_count[n_kept] = count
+            lane_low[n_kept] = low
+            lane_high[n_kept] = high
+            lane_term[n_kept] = term
+            lane_total[n_kept] = total
+            lane_first[n_kept] = first
+            n_kept += not ended
+        n_lanes = n_kept
+    # sums not ended within _LANE_MAX_TERMS terms join the scalar entries
+    for j in range(n_lanes):
+        scalar_column[n_scalar] = lane_column[j]
+        scalar_rate[n_scalar] = lane_high[j] / alpha
+        n_scalar += 1
+    return n_ended, n_scalar
