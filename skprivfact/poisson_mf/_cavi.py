@@ -273,7 +273,13 @@ def _marginal_entry_update(noisy, rate, geo_mu, alpha):
     for d in prange(n_rows):
         lanes = np.empty((N_LANE_BUFFERS, n_cols))
         columns = np.empty((3, n_cols), dtype=np.int64)
-        n_ended, n_scalar = positive_count_sums(noisy[d], rate[d], alpha, lanes, columns)
+        # the row in double whatever the stored types: one compiled row pass
+        # for every caller
+        rows = np.empty((2, n_cols))
+        for v in range(n_cols):
+            rows[0, v] = noisy[d, v]
+            rows[1, v] = rate[d, v]
+        n_ended, n_scalar = positive_count_sums(rows[0], rows[1], alpha, lanes, columns)
         acc = 0.0
         for v in range(n_cols):
             # the positive entries' E[y] are set below
