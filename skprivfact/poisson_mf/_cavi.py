@@ -35,7 +35,7 @@ from threadpoolctl import threadpool_limits
 from ._bessel import bessel_mean, bessel_mode
 from ._blocks import InMemoryRowBlocks
 from ._likelihood import clean_loglik_sum, clipped_loglik_sum, noisy_loglik_sum
-from ._noisy_count import N_LANE_BUFFERS, posterior_count_mean, positive_count_sums
+from ._noisy_count import N_LANE_BUFFERS, positive_count_sums, posterior_count_mean
 from ._parallel import parallel_kernel
 from ._simd import simd_exp
 
