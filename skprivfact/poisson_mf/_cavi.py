@@ -283,7 +283,7 @@ def _marginal_entry_update(noisy, rate, geo_mu, alpha):
         acc = 0.0
         for v in range(n_cols):
             # the positive entries' E[y] are set below
-            expected = max(float(rate[d, v]), 0.0) * alpha * (float(noisy[d, v]) <= 0.0)
+            expected = max(rows[1, v], 0.0) * alpha * (rows[0, v] <= 0.0)
             acc += expected
             rate[d, v] = expected / max(float(geo_mu[d, v]), _TINY)
         for j in range(n_ended):
@@ -293,7 +293,7 @@ def _marginal_entry_update(noisy, rate, geo_mu, alpha):
             rate[d, v] = expected / max(float(geo_mu[d, v]), _TINY)
         for j in range(n_scalar):
             v = columns[2, j]
-            expected = posterior_count_mean(float(noisy[d, v]), lanes[8, j], alpha)
+            expected = posterior_count_mean(rows[0, v], lanes[8, j], alpha)
             acc += expected
             rate[d, v] = expected / max(float(geo_mu[d, v]), _TINY)
         row_sums[d] = acc
