@@ -451,7 +451,9 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         against their counts, instead of swamping the rare ones, and the
         totals of all words come from one release over every document (see
         Notes). Needs :meth:`fit`: with it set, :meth:`partial_fit` is not
-        available. Choose it on validation documents.
+        available. Choose it, with ``totals_share``, on validation
+        documents: the larger epsilon, the more words (and the larger share
+        of the budget) the topics can usefully take.
     totals_share : float, default=0.5
         With ``n_topic_words``: the share, in (0, 1), of the budget that the
         release of the word totals takes, counted in inverse noise variance
