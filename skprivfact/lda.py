@@ -35,6 +35,10 @@ DEFAULT_CLIP_FRACTION = 0.1
 # on validation documents of SOTU and KOS at epsilon 1, 2 and 4, with and
 # without topics.
 _SMOOTHING = 0.5
+# Words the topics model in a private fit by default (n_topic_words="auto"):
+# on validation documents of SOTU and KOS at epsilon 1, 2 and 4, 1000 was
+# best or within the run-to-run spread of the best of 1000 to 3000.
+_AUTO_TOPIC_WORDS = 1000
 # Weight of the counts' row released with the topics (floor_negatives="pooled",
 # K > 1): 1 makes it the sum of the topics' rows, the word totals themselves,
 # with no tuning on any corpus.
@@ -346,7 +350,8 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
     epsilon; a :class:`~skprivfact.privacy.PrivacyBudget` passed as
     ``budget`` is charged too. The guarantee rests on ``clip_norm`` alone,
     not on the data; the number of documents (``n_documents_``) and the
-    vocabulary are public. With ``n_topic_words`` one more release comes
+    vocabulary are public. With ``n_topic_words`` below the vocabulary
+    (by default 1000 words in a private fit) one more release comes
     first: every document's resampled counts, clipped to ``clip_norm``,
     summed over all documents and released once with noise of its own
     (``totals_share`` of the budget, see the parameter), and the
@@ -440,7 +445,7 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         the topics are that average floored at ``topic_word_prior`` (a
         posterior Dirichlet parameter is at least the prior); the noise
         averages out before the floor, so less mass lands on absent words.
-    n_topic_words : int, default=None
+    n_topic_words : int, "auto" or None, default="auto"
         The number of words the topics model: None models every word. An int
         (smaller than the vocabulary) first releases the word totals, then
         fits the topics on the ``n_topic_words`` words whose released totals
@@ -450,10 +455,14 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         topics' releases then falls on the frequent words, where it is small
         against their counts, instead of swamping the rare ones, and the
         totals of all words come from one release over every document (see
-        Notes). Needs :meth:`fit`: with it set, :meth:`partial_fit` is not
-        available. Choose it, with ``totals_share``, on validation
-        documents: the larger epsilon, the more words (and the larger share
-        of the budget) the topics can usefully take.
+        Notes). "auto" is 1000 for private fits of more than one topic, and
+        None with one topic, without privacy (scikit-learn's online LDA) and
+        in :meth:`partial_fit`, which cannot make the totals' release over
+        the whole corpus. An int needs
+        :meth:`fit`: with it set, :meth:`partial_fit` is not available.
+        Choose it, with ``totals_share``, on validation documents: the
+        larger epsilon, the more words (and the larger share of the budget)
+        the topics can usefully take.
     totals_share : float, default=0.5
         With ``n_topic_words``: the share, in (0, 1), of the budget that the
         release of the word totals takes, counted in inverse noise variance
@@ -648,8 +657,9 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
     the topics are fitted on the most frequent words only, and the other
     words follow the released totals in every topic. The model then is a
     unigram on the rare words and a topic model on the frequent ones, and
-    it can beat the private unigram where the default does not
-    (``benchmarks/bench_lda.py floor`` measures both against it).
+    it can beat the private unigram where topics over every word do not
+    (``benchmarks/bench_lda.py floor`` measures both against it). Private
+    fits do this by default (``n_topic_words="auto"``: 1000 words).
 
     Without privacy, :meth:`fit` takes scikit-learn's consecutive
     mini-batches, so it agrees with ``LatentDirichletAllocation(
@@ -700,7 +710,9 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         "doc_topic_prior": [None, Interval(Real, 0, None, closed="neither")],
         "topic_word_prior": [None, Interval(Real, 0, None, closed="neither")],
         "floor_negatives": [StrOptions({"pooled", "per_iteration", "running_average"})],
-        "n_topic_words": [None, Interval(Integral, 1, None, closed="left")],
+        "n_topic_words": [
+            None, StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")
+        ],
         "totals_share": [Interval(Real, 0, 1, closed="neither")],
         "learning_decay": [Interval(Real, 0, 1, closed="both")],
         "learning_offset": [Interval(Real, 1.0, None, closed="left")],
@@ -727,7 +739,7 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         doc_topic_prior=None,
         topic_word_prior=None,
         floor_negatives="pooled",
-        n_topic_words=None,
+        n_topic_words="auto",
         totals_share=0.5,
         learning_decay=0.7,
         learning_offset=10.0,
@@ -836,12 +848,21 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
             self.clip_norm_ = float(self.clip_norm)
         self.totals_noise_multiplier_ = self._engine.plan.preliminary_noise_multiplier
 
+    def _topic_word_count(self):
+        """``n_topic_words`` with "auto" resolved (None: every word)."""
+        if self.n_topic_words == "auto":
+            # one topic is the word totals: nothing to release before it
+            private_topics = self._is_private and self.n_components > 1
+            return _AUTO_TOPIC_WORDS if private_topics else None
+        return self.n_topic_words
+
     def _restricts_topic_words(self, n_features):
         """Whether the topics model fewer words than there are (a first release)."""
+        n_topic_words = self._topic_word_count()
         return (
-            self.n_topic_words is not None
+            n_topic_words is not None
             and n_features is not None
-            and self.n_topic_words < n_features
+            and n_topic_words < n_features
         )
 
     def _release_word_totals(self, X, executor):
@@ -878,7 +899,7 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
             (noise_std,) = self._engine.noise_scales([self.clip_norm_], preliminary=True)
             totals = np.maximum(totals, 0.0) + _SMOOTHING * noise_std
         # A stable sort: ties (words floored at zero) keep the column order.
-        largest = np.argsort(-totals, kind="stable")[: self.n_topic_words]
+        largest = np.argsort(-totals, kind="stable")[: self._topic_word_count()]
         return totals, np.sort(largest)
 
     def _spread_over_all_words(self, totals):
@@ -1176,7 +1197,8 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
     def _check_partial_fit(self):
         # Hidden, as scikit-learn's MLP hides partial_fit from solvers without
         # it: hasattr(model, "partial_fit") is then False.
-        if self.n_topic_words is not None:
+        # "auto" is every word in partial_fit
+        if self.n_topic_words not in (None, "auto"):
             raise AttributeError(
                 "partial_fit cannot choose the topics' words: n_topic_words needs "
                 "the word totals of the whole corpus, released before the topics. "

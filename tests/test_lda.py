@@ -962,6 +962,38 @@ def test_topic_words_need_fit_not_partial_fit():
     # The reason is chained to the error.
     assert "n_topic_words needs the word totals" in str(raised.value.__cause__)
     assert hasattr(model.set_params(n_topic_words=None), "partial_fit")
+    assert hasattr(model.set_params(n_topic_words="auto"), "partial_fit")
+
+
+def test_auto_topic_words_are_a_thousand_in_private_fits_and_every_word_otherwise(
+    monkeypatch,
+):
+    # The default: private fits of a larger vocabulary release the totals
+    # first and model the 1000 largest; without privacy, in partial_fit and
+    # for a vocabulary of at most 1000 words, every word, as scikit-learn.
+    rng = np.random.RandomState(0)
+    X = sp.csr_matrix(rng.poisson(0.05, size=(60, 1200)))
+    recorder = ReleaseSpy(monkeypatch)
+    model = DPLDA(2, epsilon=1.0, batch_size=None, doc_length=20, random_state=0).fit(X)
+    assert model.n_topic_words == "auto"
+    assert recorder.calls[0]["preliminary"]
+    assert recorder.calls[1]["clean"][0].shape == (3, 1000)
+    assert model.topic_words_.size == 1000 and model.totals_noise_multiplier_ > 0
+    recorder.calls.clear()
+    DPLDA(2, epsilon=1.0, batch_size=None, doc_length=20).fit(X[:, :1000])
+    assert not any(call["preliminary"] for call in recorder.calls)
+    # one topic is the word totals themselves: one release, every word
+    unigram = DPLDA(1, epsilon=1.0, batch_size=None, max_iter=1, doc_length=20).fit(X)
+    assert not any(call["preliminary"] for call in recorder.calls)
+    assert unigram.topic_words_.size == 1200
+    recorder.calls.clear()
+    online = DPLDA(2, epsilon=1.0, batch_size=30, doc_length=20).partial_fit(X)
+    assert not recorder.calls[0]["preliminary"]
+    assert online.topic_words_.size == 1200
+    clean = DPLDA(2, epsilon=float("inf"), batch_size=30, random_state=0).fit(X)
+    assert clean.topic_words_.size == 1200 and clean.totals_noise_multiplier_ == 0.0
+    with pytest.raises(ValueError, match="n_topic_words"):
+        DPLDA(2, n_topic_words="most").fit(X)
 
 
 def test_topic_words_follow_the_vocabulary_size_not_the_data(monkeypatch):
