@@ -537,8 +537,9 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         The clipping bound used (``inf`` when not private).
     topic_words_ : ndarray of shape (n_topic_words,)
         Sorted indices of the words the topics model (every word when
-        ``n_topic_words`` is None or at least the vocabulary): the words of
-        largest released totals.
+        ``n_topic_words`` is None or at least the vocabulary, and for "auto"
+        without privacy or with one topic): the words of largest released
+        totals.
     noise_multiplier_ : float
         The noise multiplier used (0 when not private); with ``n_topic_words``,
         that of the topics' releases.
@@ -1202,7 +1203,7 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
             raise AttributeError(
                 "partial_fit cannot choose the topics' words: n_topic_words needs "
                 "the word totals of the whole corpus, released before the topics. "
-                "Use fit, or n_topic_words=None."
+                "Use fit, or n_topic_words=None or 'auto' (every word in partial_fit)."
             )
         return True
 
