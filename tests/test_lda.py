@@ -979,6 +979,9 @@ def test_auto_topic_words_are_a_thousand_in_private_fits_and_every_word_otherwis
     assert recorder.calls[0]["preliminary"]
     assert recorder.calls[1]["clean"][0].shape == (3, 1000)
     assert model.topic_words_.size == 1000 and model.totals_noise_multiplier_ > 0
+    # the totals' release is in the accountant's composition
+    assert model.accountant_.history[0] == (model.totals_noise_multiplier_, 1.0, 1)
+    assert 0.9 < model.privacy_spent_[0] <= 1.0
     recorder.calls.clear()
     DPLDA(2, epsilon=1.0, batch_size=None, doc_length=20).fit(X[:, :1000])
     assert not any(call["preliminary"] for call in recorder.calls)
