@@ -94,8 +94,9 @@ def test_marginal_sweep_matches_the_scalar_posterior_mean_entry_by_entry(alpha, 
     # The sweep sums the positive entries of a row side by side and retires
     # each sum when its tail bound is small; every entry must still get the
     # scalar E[y | y~, rate], whatever mix of counts and rates a row holds:
-    # zero and tiny rates, rates past the lanes' range (scalar path), counts
-    # from -30 to 10**6 (integers, as validated), and sums that outlast the lanes.
+    # zero, tiny, infinite and NaN rates, rates past the lanes' range (scalar
+    # path), counts from -30 to 10**6 (integers, as validated), and sums that
+    # outlast the lanes.
     from skprivfact.poisson_mf._cavi import _marginal_entry_update
     from skprivfact.poisson_mf._noisy_count import posterior_count_mean
 
@@ -106,6 +107,9 @@ def test_marginal_sweep_matches_the_scalar_posterior_mean_entry_by_entry(alpha, 
     scale = alpha * np.exp(rng.uniform(np.log(1e-12), np.log(500.0), size=(n_rows, n_cols)))
     rates = np.where(rng.random((n_rows, n_cols)) < 0.05, 0.0, scale).astype(np.float32)
     rates[0, :5] = [0.0, 1e-30, 63.9 * alpha, 64.1 * alpha, 1e6]
+    # a broken fit's rates: the sweep does as the scalar function does
+    rates[1, :4] = [np.inf, np.inf, np.nan, np.nan]
+    counts[1, :4] = [3.0, -1.0, 3.0, -1.0]
     geo = rng.uniform(0.5, 2.0, size=(n_rows, n_cols)).astype(np.float32)
     ratio = rates.copy()
     row_sums = getattr(_marginal_entry_update, kernel)(counts, ratio, geo, alpha)

@@ -282,8 +282,11 @@ def _marginal_entry_update(noisy, rate, geo_mu, alpha):
         n_ended, n_scalar = positive_count_sums(rows[0], rows[1], alpha, lanes, columns)
         acc = 0.0
         for v in range(n_cols):
-            # the positive entries' E[y] are set below
-            expected = max(rows[1, v], 0.0) * alpha * (rows[0, v] <= 0.0)
+            # the positive entries' E[y] are set below (a select, not a
+            # product with 0: an infinite rate stays infinite, NaN gives 0,
+            # as in posterior_count_mean)
+            entry_rate = rows[1, v]
+            expected = entry_rate * alpha if (rows[0, v] <= 0.0) & (entry_rate > 0.0) else 0.0
             acc += expected
             rate[d, v] = expected / max(float(geo_mu[d, v]), _TINY)
         for j in range(n_ended):
