@@ -351,7 +351,8 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
     ``budget`` is charged too. The guarantee rests on ``clip_norm`` alone,
     not on the data; the number of documents (``n_documents_``) and the
     vocabulary are public. With ``n_topic_words`` below the vocabulary
-    (by default 1000 words in a private fit) one more release comes
+    (by default 1000 words in a private fit planned from ``epsilon``) one
+    more release comes
     first: every document's resampled counts, clipped to ``clip_norm``,
     summed over all documents and released once with noise of its own
     (``totals_share`` of the budget, see the parameter), and the
@@ -455,10 +456,11 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         topics' releases then falls on the frequent words, where it is small
         against their counts, instead of swamping the rare ones, and the
         totals of all words come from one release over every document (see
-        Notes). "auto" is 1000 for private fits of more than one topic, and
-        None with one topic, without privacy (scikit-learn's online LDA) and
-        in :meth:`partial_fit`, which cannot make the totals' release over
-        the whole corpus. An int needs
+        Notes). "auto" is 1000 for private fits of more than one topic whose
+        noise is planned from ``epsilon``, and None with one topic, with a
+        given ``noise_multiplier``, without privacy (scikit-learn's online
+        LDA) and in :meth:`partial_fit`, which cannot make the totals'
+        release over the whole corpus. An int needs
         :meth:`fit`: with it set, :meth:`partial_fit` is not available.
         Choose it, with ``totals_share``, on validation documents: the
         larger epsilon, the more words (and the larger share of the budget)
@@ -537,9 +539,8 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         The clipping bound used (``inf`` when not private).
     topic_words_ : ndarray of shape (n_topic_words,)
         Sorted indices of the words the topics model (every word when
-        ``n_topic_words`` is None or at least the vocabulary, and for "auto"
-        without privacy or with one topic): the words of largest released
-        totals.
+        ``n_topic_words`` is None or at least the vocabulary, and when "auto"
+        means every word): the words of largest released totals.
     noise_multiplier_ : float
         The noise multiplier used (0 when not private); with ``n_topic_words``,
         that of the topics' releases.
@@ -852,9 +853,11 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
     def _topic_word_count(self):
         """``n_topic_words`` with "auto" resolved (None: every word)."""
         if self.n_topic_words == "auto":
-            # one topic is the word totals: nothing to release before it
-            private_topics = self._is_private and self.n_components > 1
-            return _AUTO_TOPIC_WORDS if private_topics else None
+            # Only a budget planned from epsilon takes the totals' release:
+            # a given noise_multiplier is every release's, and one topic is
+            # the word totals themselves.
+            planned = self.noise_multiplier is None and not math.isinf(self.epsilon)
+            return _AUTO_TOPIC_WORDS if planned and self.n_components > 1 else None
         return self.n_topic_words
 
     def _restricts_topic_words(self, n_features):
@@ -1245,8 +1248,10 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
             if self.topic_words_.size != self.n_features_in_:
                 raise ValueError(
                     "This model's topics cover only the words of its word totals' "
-                    "release (it was fitted with n_topic_words): partial_fit cannot "
-                    "continue it. Call fit to start a new model."
+                    "release (fitted with n_topic_words below the vocabulary, as "
+                    "n_topic_words='auto' does in a private fit): partial_fit cannot "
+                    "continue it. Call fit to start a new model, or fit with "
+                    "n_topic_words=None to continue it with partial_fit."
                 )
             self._check_plan_unchanged(self.noise_multiplier)
             self._engine.check_next(self._sample_rate(self._batch_size(), n_documents))

@@ -968,9 +968,10 @@ def test_topic_words_need_fit_not_partial_fit():
 def test_auto_topic_words_are_a_thousand_in_private_fits_and_every_word_otherwise(
     monkeypatch,
 ):
-    # The default: private fits of a larger vocabulary release the totals
-    # first and model the 1000 largest; without privacy, in partial_fit and
-    # for a vocabulary of at most 1000 words, every word, as scikit-learn.
+    # The default: private fits of a larger vocabulary, planned from epsilon,
+    # release the totals first and model the 1000 largest; without privacy,
+    # with a given noise multiplier, with one topic, in partial_fit and for
+    # a vocabulary of at most 1000 words, every word, as scikit-learn.
     rng = np.random.RandomState(0)
     X = sp.csr_matrix(rng.poisson(0.05, size=(60, 1200)))
     recorder = ReleaseSpy(monkeypatch)
@@ -995,6 +996,11 @@ def test_auto_topic_words_are_a_thousand_in_private_fits_and_every_word_otherwis
     assert online.topic_words_.size == 1200
     clean = DPLDA(2, epsilon=float("inf"), batch_size=30, random_state=0).fit(X)
     assert clean.topic_words_.size == 1200 and clean.totals_noise_multiplier_ == 0.0
+    # a given noise_multiplier is every release's: no totals' release added
+    recorder.calls.clear()
+    given = DPLDA(2, epsilon=3.0, noise_multiplier=4.0, batch_size=None, doc_length=20).fit(X)
+    assert not any(call["preliminary"] for call in recorder.calls)
+    assert given.topic_words_.size == 1200 and given.n_releases_ == 1
     with pytest.raises(ValueError, match="n_topic_words"):
         DPLDA(2, n_topic_words="most").fit(X)
 

@@ -45,6 +45,22 @@ def test_epsilon_below_the_limit_is_a_clear_error():
         PrivatePoissonMF(2, epsilon=1e-5, sensitivity=100).fit(X)
 
 
+def test_a_nan_rate_gives_a_nan_log_likelihood_not_a_hang():
+    # A broken fit's rate must not stop the objective's tail sums from ending.
+    out = _run_python(
+        """
+        import math
+        import numpy as np
+        from skprivfact.poisson_mf._likelihood import noisy_count_logpmf, noisy_loglik_sum
+        print(noisy_count_logpmf(3.0, math.nan, 0.5))
+        noisy = np.array([[3, -1], [0, 2]])
+        print(noisy_loglik_sum(noisy, np.array([[math.nan], [1.0]]), np.ones((1, 2)), 0.5))
+        """,
+        timeout=60,
+    )
+    assert out.split() == ["nan", "nan"]
+
+
 def test_true_count_moments_take_bounded_work_at_any_scale():
     # the per-entry work behind CAVI and MCMC at tiny epsilon and huge
     # counts: the moments stay exact where a direct sum would need ~1e6 terms

@@ -132,6 +132,9 @@ def noisy_count_logpmf(k, mu, alpha):
 @njit(cache=True)
 def _noisy_count_logpmf(k, mu, alpha, log_alpha, log_const):
     # the constants of alpha come from the caller, once per matrix
+    if math.isnan(mu):
+        # a broken fit's rate: NaN, not a tail sum whose stopping test never holds
+        return math.nan
     log_cdf_high = _log_poisson_cdf(k, mu / alpha)
     log_sf_low = _log_poisson_sf(k, mu * alpha)
     first = k * log_alpha + mu / alpha - mu + log_cdf_high
