@@ -661,7 +661,8 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
     unigram on the rare words and a topic model on the frequent ones, and
     it can beat the private unigram where topics over every word do not
     (``benchmarks/bench_lda.py floor`` measures both against it). Private
-    fits do this by default (``n_topic_words="auto"``: 1000 words).
+    fits whose noise is planned from ``epsilon`` do this by default
+    (``n_topic_words="auto"``: 1000 words).
 
     Without privacy, :meth:`fit` takes scikit-learn's consecutive
     mini-batches, so it agrees with ``LatentDirichletAllocation(
