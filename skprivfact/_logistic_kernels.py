@@ -51,23 +51,33 @@ def _row_dot(product, rows32, out):
 
 
 @njit(cache=True, nogil=True)
-def root_omega_rows(product, rows32, rows, out):
+def root_omega_rows(product, rows32, rows, second_moment, out):
     """``out[n] = sqrt(E[omega_n]) * rows[n]``, ``E[omega_n]`` from ``product``.
 
     ``product`` is ``rows32 @ second_moment`` (float32), so that
     ``c_n^2 = sum_k product[n, k] rows32[n, k]``. Only the weight
     ``E[omega_n]``, in [0, 1/4] whatever ``c_n``, comes from the float32
-    values: ``out`` scales the float64 ``rows``. Returns False, having written
-    nothing, if some ``c_n^2`` is not finite (float32 overflow), so that the
-    caller can redo the product in float64.
+    values: ``out`` scales the float64 ``rows``. A row whose float32
+    ``c_n^2`` is not finite (overflow) gets ``c_n^2`` from the float64
+    ``rows`` and ``second_moment`` instead, on its own: no row's weight
+    depends on the other rows.
     """
-    squared = np.empty(rows.shape[0], dtype=np.float32)
+    n_rows, n_cols = rows.shape
+    squared = np.empty(n_rows, dtype=np.float32)
     _row_dot(product, rows32, squared)
-    for i in range(squared.shape[0]):
-        if not math.isfinite(squared[i]):
-            return False
-    root_omega_scale(squared, rows, out)
-    return True
+    for i in range(n_rows):
+        c_squared = np.float64(squared[i])
+        if not math.isfinite(c_squared):
+            c_squared = 0.0
+            for j in range(n_cols):
+                partial = 0.0
+                for k in range(n_cols):
+                    partial += second_moment[j, k] * rows[i, k]
+                c_squared += rows[i, j] * partial
+        c = math.sqrt(max(c_squared, 0.0))
+        root = math.sqrt(_expected_polya_gamma(c))
+        for k in range(n_cols):
+            out[i, k] = rows[i, k] * root
 
 
 @njit(cache=True, nogil=True)

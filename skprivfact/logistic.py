@@ -79,7 +79,8 @@ _LOG_TRAPEZOID_WEIGHTS = (
 # times float32's unit roundoff is at most this share of the noise floor.
 _FLOAT32_ROUNDING = float(np.finfo(np.float32).eps) / 2.0
 _EIGH_FLOAT32_SHARE = 1e-3
-# Design rows with at most this fraction of non-zero entries take the sparse
+# Design rows with at most this fraction of non-zero entries (each row decided
+# on its own, see _EStep) take the sparse
 # E-step kernel (nnz^2 operations per row) instead of dense BLAS products.
 _SPARSE_DENSITY = 0.2
 # Rows per chunk in the quadrature, to bound memory (rows x 481 floats).
@@ -211,28 +212,48 @@ def _weighted_gram(rows, squared_logit_scale, work):
 class _EStep:
     """The E-step over fixed design rows, with what does not change precomputed.
 
-    Rows with few non-zero entries go through a numba kernel that costs
-    ``nnz^2`` per row; dense rows through BLAS, with ``x_n' E[w w'] x_n``
-    (which only sets the weights ``E[omega_n]``, never the bound of a
-    record's contribution) as a float32 product when ``float32`` (its
-    relative error, about 1e-7, is far below the noise of a private fit) and
-    the released sum in float64. In full batch the first-moment statistic,
-    which does not depend on the posterior, is computed once.
+    Each row takes one of two paths, chosen from that row alone (never from
+    the rest of the data set, so that a record's weight ``E[omega_n]`` is
+    the same function of its row and the released posterior whichever
+    records surround it: a data-wide choice would let one added record move
+    every other record's weight). Rows with at most ``_SPARSE_DENSITY`` of
+    their entries non-zero go through a numba kernel that costs ``nnz^2``
+    per row; the other rows through BLAS, with ``x_n' E[w w'] x_n`` (which
+    only sets the weights, never the bound of a record's contribution) as a
+    float32 product when ``float32`` (its relative error, about 1e-7, is far
+    below the noise of a private fit; a row whose float32 value overflows
+    gets its own float64 value) and the released sum in float64. In full
+    batch the first-moment statistic, which does not depend on the
+    posterior, is computed once.
     """
 
     def __init__(self, rows, labels, *, float32=True):
         self.rows = rows
         self.labels = labels
-        self.sparse = None
-        self.first_moment_sum = (labels - 0.5) @ rows
-        n_nonzero, self.squared_norms = count_nonzero_and_squared_norms(rows)
-        if rows.size and n_nonzero <= _SPARSE_DENSITY * rows.size:
-            indptr, indices, values = dense_to_csr(rows)
-            self.sparse = sp.csr_matrix((values, indices, indptr), shape=rows.shape)
-            return
         self.float32 = float32
-        # Full-batch buffers, made on the first full-batch call (Poisson
-        # batches make their own, of the batch's size).
+        self.first_moment_sum = (labels - 0.5) @ rows
+        _, squared_norms = count_nonzero_and_squared_norms(rows)
+        n_weights = rows.shape[1]
+        self.sparse_row = np.count_nonzero(rows, axis=1) <= _SPARSE_DENSITY * n_weights
+        # Each row's position within its path's rows, to map Poisson batches.
+        self.position = np.empty(rows.shape[0], dtype=np.intp)
+        self.position[self.sparse_row] = np.arange(np.count_nonzero(self.sparse_row))
+        self.position[~self.sparse_row] = np.arange(np.count_nonzero(~self.sparse_row))
+        self.sparse = None
+        if self.sparse_row.any():
+            indptr, indices, values = dense_to_csr(
+                rows if self.sparse_row.all() else rows[self.sparse_row]
+            )
+            self.sparse = sp.csr_matrix(
+                (values, indices, indptr), shape=(indptr.size - 1, n_weights)
+            )
+        self.dense_rows = self.dense_norms = None
+        if not self.sparse_row.all():
+            dense = slice(None) if not self.sparse_row.any() else ~self.sparse_row
+            self.dense_rows = rows[dense]
+            self.dense_norms = squared_norms[dense]
+        # Full-batch buffers of the dense path, made on the first full-batch
+        # call (Poisson batches make their own, of the batch's size).
         self.work = self.rows32 = self.product32 = None
 
     def __call__(self, second_moment, *, batch=None, isotropic=False):
@@ -243,14 +264,15 @@ class _EStep:
         squared norm.
         """
         if batch is None:
-            rows, first_moment_sum = self.rows, self.first_moment_sum
+            first_moment_sum = self.first_moment_sum
         else:
-            rows = self.rows[batch]
-            first_moment_sum = (self.labels[batch] - 0.5) @ rows
-        n_weights = rows.shape[1]
+            first_moment_sum = (self.labels[batch] - 0.5) @ self.rows[batch]
+        n_weights = self.rows.shape[1]
+        second_moment_sum = np.zeros((n_weights, n_weights))
         if self.sparse is not None:
-            csr = self.sparse if batch is None else self.sparse[batch]
-            second_moment_sum = np.empty((n_weights, n_weights))
+            csr = self.sparse
+            if batch is not None:
+                csr = csr[self.position[batch[self.sparse_row[batch]]]]
             sparse_polya_gamma_gram(
                 csr.indptr,
                 csr.indices,
@@ -258,7 +280,19 @@ class _EStep:
                 np.ascontiguousarray(second_moment),
                 second_moment_sum,
             )
-            return first_moment_sum, second_moment_sum
+        if self.dense_rows is not None:
+            if batch is None:
+                dense_batch = None
+            else:
+                dense_batch = self.position[batch[~self.sparse_row[batch]]]
+            second_moment_sum += self._dense_gram(
+                second_moment, dense_batch, isotropic
+            )
+        return first_moment_sum, second_moment_sum
+
+    def _dense_gram(self, second_moment, batch, isotropic):
+        """``sum_n E[omega_n] x_n x_n'`` over the dense-path rows (or ``batch`` of them)."""
+        rows = self.dense_rows if batch is None else self.dense_rows[batch]
         if batch is None and self.work is None:
             self.work = np.empty_like(rows)
             if self.float32:
@@ -266,26 +300,24 @@ class _EStep:
                 self.product32 = np.empty_like(self.rows32)
         work = self.work if batch is None else np.empty_like(rows)
         if isotropic:
-            norms = self.squared_norms if batch is None else self.squared_norms[batch]
+            norms = self.dense_norms if batch is None else self.dense_norms[batch]
             root_omega_scale(second_moment[0, 0] * norms, rows, work)
-            return first_moment_sum, work.T @ work
+            return work.T @ work
         if not self.float32:
-            labels = self.labels if batch is None else self.labels[batch]
-            return _expected_sufficient_statistics(rows, labels, second_moment, work)
+            np.matmul(rows, second_moment, out=work)
+            squared_logit_scale = np.einsum("ij,ij->i", work, rows)
+            return _weighted_gram(rows, squared_logit_scale, work)
         rows32 = self.rows32 if batch is None else rows.astype(np.float32)
-        # Overflow to inf is caught below (the float64 product is used then).
+        # A row whose float32 value overflows (inf or NaN) is redone in
+        # float64 by root_omega_rows, alone.
         with np.errstate(over="ignore", invalid="ignore"):
             product = np.matmul(
                 rows32,
                 second_moment.astype(np.float32),
                 out=self.product32 if batch is None else None,
             )
-        if root_omega_rows(product, rows32, rows, work):
-            return first_moment_sum, work.T @ work
-        # Out of float32's range: the float64 product instead.
-        np.matmul(rows, second_moment, out=work)
-        squared_logit_scale = np.einsum("ij,ij->i", work, rows)
-        return first_moment_sum, _weighted_gram(rows, squared_logit_scale, work)
+        root_omega_rows(product, rows32, rows, second_moment, work)
+        return work.T @ work
 
 
 def _gaussian_posterior(precision, shift):
