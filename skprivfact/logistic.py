@@ -117,6 +117,22 @@ def _expected_polya_gamma(logit_scale):
     return np.fmin(mean, _MAX_EXPECTED_OMEGA)
 
 
+def _warn_if_clipped(X, data_norm):
+    """Warn that rows of ``X`` longer than ``data_norm`` are clipped to it.
+
+    Not for a private fit's training rows: whether one of them lies outside
+    the bound is not released.
+    """
+    with np.errstate(over="ignore"):
+        longest = np.max(np.einsum("ij,ij->i", X, X)) if X.size else 0.0
+    if longest > data_norm**2 * (1.0 + 1e-12):
+        warnings.warn(
+            f"Some rows of X have a Euclidean norm above data_norm = {data_norm:g}; "
+            "they were clipped to it.",
+            UserWarning,
+        )
+
+
 def _design_rows(X, data_norm, fit_intercept):
     """Rows as the model sees them, each of Euclidean norm <= ``data_norm``.
 
@@ -618,7 +634,8 @@ class DPBayesLogReg(ClassifierMixin, TransformerMixin, CentralPrivacyEstimator):
         Privacy parameter delta in (0, 1).
     data_norm : float, default=None
         Bound on the Euclidean norm of each row of ``X``; longer rows are
-        clipped to it, in :meth:`fit` and at prediction. None takes the largest
+        clipped to it, in :meth:`fit` and at prediction, with a warning except
+        for a private fit's training rows. None takes the largest
         row norm of the training data, which a private fit leaks
         (:class:`~skprivfact.exceptions.PrivacyLeakWarning`).
     classes : array-like of shape (2,), default=None
@@ -876,6 +893,9 @@ class DPBayesLogReg(ClassifierMixin, TransformerMixin, CentralPrivacyEstimator):
                 "released second moment. Rescale X (and data_norm)."
             )
 
+        if not self._is_private:
+            # Nothing is released without noise: the rows' norms may be told.
+            _warn_if_clipped(X, data_norm)
         n_samples = X.shape[0]
         engine = self._start_privacy(n_samples, self.batch_size)
         self.classes_ = classes
@@ -922,7 +942,8 @@ class DPBayesLogReg(ClassifierMixin, TransformerMixin, CentralPrivacyEstimator):
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
-            Rows, clipped to ``data_norm_`` as in :meth:`fit`.
+            Rows, clipped to ``data_norm_`` as in :meth:`fit` (with a warning
+            when some row is longer).
 
         Returns
         -------
@@ -930,9 +951,15 @@ class DPBayesLogReg(ClassifierMixin, TransformerMixin, CentralPrivacyEstimator):
             Column 0 the posterior mean of ``w' x``, column 1 its standard
             deviation.
         """
+        return self._logit_moments(X)
+
+    def _logit_moments(self, X):
+        """:meth:`transform`'s array, whatever output ``set_output`` asks of it."""
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
-        X = clip_rows(np.asarray(X, dtype=np.float64), self.data_norm_)
+        X = np.asarray(X, dtype=np.float64)
+        _warn_if_clipped(X, self.data_norm_)
+        X = clip_rows(X, self.data_norm_)
         mean = X @ self.coef_[0] + self.intercept_[0]
         if self.fit_intercept:
             X = np.hstack([X, np.ones((X.shape[0], 1))])
@@ -957,7 +984,7 @@ class DPBayesLogReg(ClassifierMixin, TransformerMixin, CentralPrivacyEstimator):
         return np.asarray(["logit_mean", "logit_std"], dtype=object)
 
     def _log_proba(self, X):
-        moments = self.transform(X)
+        moments = self._logit_moments(X)
         log_positive = np.empty(moments.shape[0])
         log_negative = np.empty(moments.shape[0])
         for start in range(0, moments.shape[0], _PREDICT_CHUNK):

@@ -885,3 +885,47 @@ def test_expected_polya_gamma_is_a_quarter_at_nan():
     # (still within the bound), not NaN.
     values = logistic._expected_polya_gamma(np.array([np.nan, np.inf, 0.0]))
     np.testing.assert_array_equal(values, [0.25, 0.0, 0.25])
+
+
+def test_pandas_output_leaves_the_predictions_unchanged():
+    # set_output wraps transform; the predictions read the logit moments
+    # without it (Pipeline.set_output reaches every step).
+    pd = pytest.importorskip("pandas")
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    rng = np.random.RandomState(0)
+    X = rng.normal(size=(300, 3))
+    y = (X[:, 0] + 0.5 * rng.normal(size=300) > 0).astype(int)
+    plain = make_pipeline(StandardScaler(), DPBayesLogReg(epsilon=INF, data_norm=4.0))
+    framed = clone(plain).set_output(transform="pandas")
+    plain.fit(X, y)
+    framed.fit(X, y)
+    for method in ("predict", "predict_proba", "predict_log_proba", "decision_function"):
+        np.testing.assert_array_equal(
+            getattr(framed, method)(X[:20]), getattr(plain, method)(X[:20])
+        )
+    assert framed.score(X, y) == plain.score(X, y)
+    moments = framed.transform(X[:5])
+    assert isinstance(moments, pd.DataFrame)
+    assert list(moments.columns) == ["logit_mean", "logit_std"]
+    np.testing.assert_array_equal(moments.to_numpy(), plain.transform(X[:5]))
+
+
+def test_rows_beyond_data_norm_warn_except_a_private_fits_training_rows():
+    rng = np.random.RandomState(1)
+    X = rng.normal(size=(200, 3))
+    y = (X[:, 0] > 0).astype(int)
+    long_rows = X * 10.0
+    with pytest.warns(UserWarning, match="above data_norm = 1; they were clipped"):
+        model = DPBayesLogReg(epsilon=INF, data_norm=1.0).fit(long_rows, y)
+    with pytest.warns(UserWarning, match="above data_norm = 1; they were clipped"):
+        model.predict(long_rows)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*clipped")
+        model.predict(X / 10.0)
+        # Whether a private fit's training row lies outside the bound is not
+        # released: no warning.
+        private = DPBayesLogReg(epsilon=1.0, data_norm=1.0).fit(long_rows, y)
+    with pytest.warns(UserWarning, match="clipped"):
+        private.predict_proba(long_rows)
