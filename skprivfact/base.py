@@ -8,11 +8,13 @@ helpers of :class:`CentralPrivacyEstimator`.
 """
 
 import math
+import warnings
 from numbers import Integral, Real
 
 from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, Options, StrOptions
 
+from .exceptions import PrivacyLeakWarning
 from .privacy import PrivacyBudget, PrivacyEngine, plan_privacy
 from .utils._progress import Progress
 from .utils._validation import check_no_fit_params
@@ -105,6 +107,16 @@ class CentralPrivacyEstimator(BaseEstimator):
         # batch for n records and subsampled for n + 1.
         n_free = batch_size is None and self._full_batch_is_n_free
         relation = "add_remove" if n_free else "substitution"
+        if relation == "substitution" and self._is_private and self.delta * n_samples > 1:
+            # The number of records is public under substitution, so this
+            # warning tells nothing more.
+            warnings.warn(
+                f"delta={self.delta:g} is not below 1 / n_samples = "
+                f"{1.0 / n_samples:.3g}: (epsilon, delta)-DP then admits a "
+                "mechanism that publishes one record in full with probability "
+                "delta. Choose delta well below 1 / n_samples.",
+                PrivacyLeakWarning,
+            )
         plan = plan_privacy(
             self.epsilon,
             self.delta,
@@ -219,9 +231,14 @@ class CentralPrivacyEstimator(BaseEstimator):
             "loss) or drop records to down-weight them.",
         )
 
-    def _make_progress(self, total):
-        """The fit's progress (the one format of every estimator), of ``total`` steps."""
+    def _make_progress(self, total, **kwargs):
+        """The fit's progress (the one format of every estimator), of ``total`` passes."""
         budget = None if math.isinf(self.epsilon) else float(self.epsilon)
         return Progress(
-            total, verbose=self.verbose, desc=type(self).__name__, epsilon_budget=budget
+            total,
+            verbose=self.verbose,
+            desc=type(self).__name__,
+            epsilon_budget=budget,
+            unit="pass",
+            **kwargs,
         )

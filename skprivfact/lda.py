@@ -17,7 +17,6 @@ from sklearn.utils.validation import _num_samples, check_is_fitted
 
 from . import _lda_kernels
 from .base import CentralPrivacyEstimator
-from .utils._progress import Progress
 from .utils._validation import (
     _COUNT_DTYPES,
     _check_integral,
@@ -1107,14 +1106,7 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
 
     def _make_pass_progress(self):
         """Progress per pass, in the shared format, naming the perplexity."""
-        budget = None if math.isinf(self.epsilon) else float(self.epsilon)
-        return Progress(
-            self.max_iter,
-            verbose=self.verbose,
-            desc=type(self).__name__,
-            epsilon_budget=budget,
-            objective_name="perplexity",
-        )
+        return self._make_progress(self.max_iter, objective_name="perplexity")
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None, **fit_params):

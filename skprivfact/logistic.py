@@ -489,6 +489,8 @@ def _fit_vips(
     covariance, mean = _gaussian_posterior(expected_precision * identity, first_total)
     # Without noise nothing hides float32's rounding: float64 throughout.
     e_step = _EStep(rows, labels, float32=engine.plan.noise_multiplier > 0)
+    # The progress counts passes (n_iter is a whole number of them).
+    releases_per_pass = max(1, n_iter // progress.total)
     for iteration in range(1, n_iter + 1):
         batch = engine.sample(n_samples) if sample_rate < 1.0 else None
         # Before the first release the posterior is the prior, N(0, I / E[a]).
@@ -523,8 +525,8 @@ def _fit_vips(
         )
         rate = prior_rate + 0.5 * (np.trace(covariance) + mean @ mean)
         expected_precision = shape / rate
-        if progress.enabled:
-            # Both computed only when shown.
+        if progress.enabled and iteration % releases_per_pass == 0:
+            # Both computed only when shown; a line per pass.
             objective = functools.partial(
                 _released_objective,
                 first_total,
@@ -537,7 +539,9 @@ def _fit_vips(
                 prior_rate,
             )
             progress.update(
-                iteration, objective=objective, epsilon_spent=lambda: engine.spent[0]
+                iteration // releases_per_pass,
+                objective=objective,
+                epsilon_spent=lambda: engine.spent[0],
             )
     progress.close()
     return mean, covariance, shape, rate
@@ -684,10 +688,10 @@ class DPBayesLogReg(ClassifierMixin, TransformerMixin, CentralPrivacyEstimator):
         floating-point noise can leak). Needs full batches and
         ``accountant="rdp"``; slower (pure Python, about 4e4 draws per second).
     verbose : int or "bar", default=0
-        Progress in the format of every skprivfact estimator: 1 prints about
-        ten lines, 2 one per iteration (the objective computable from the
-        releases, the epsilon spent so far, elapsed time and time left);
-        "bar" draws a tqdm bar (the ``progress`` extra).
+        Progress in the format of every skprivfact estimator, per pass: 1
+        prints about ten lines, 2 one per pass (the objective computable from
+        the last release, the epsilon spent so far, elapsed time and time
+        left); "bar" draws a tqdm bar (the ``progress`` extra).
     random_state : int, RandomState instance or None, default=None
         Unused by the algorithm (full batch and secret randomness leave
         nothing to seed); kept for the scikit-learn interface.
@@ -922,7 +926,7 @@ class DPBayesLogReg(ClassifierMixin, TransformerMixin, CentralPrivacyEstimator):
                 prior_rate=self.prior_rate,
                 learning_decay=self.learning_decay_,
                 learning_offset=self.learning_offset,
-                progress=self._make_progress(engine.plan.n_releases),
+                progress=self._make_progress(self.max_iter),
             )
         self.n_iter_ = self.max_iter
         scaling = _coef_scaling(X.shape[1], self.data_norm_, self.fit_intercept)

@@ -157,7 +157,12 @@ class PrivacyBudget:
     neighbouring_relation : {"substitution", "add_remove"}, default="substitution"
         The relation the total holds for. "substitution" (replacing one record;
         the number of records is public) covers every estimator; "add_remove"
-        accepts only fits that do not depend on the number of records.
+        accepts only fits that do not depend on the number of records. A fit
+        whose own ``privacy_spent_`` is for adding or removing one record
+        (``neighbouring_relation_ == "add_remove"``, such as a full-batch
+        :class:`~skprivfact.DPBayesLogReg`) costs a substitution budget more
+        than its own epsilon, up to about twice: replacing a record is
+        removing one and adding another.
 
     Attributes
     ----------
@@ -279,7 +284,7 @@ class PrivacyBudget:
                     f"The {owner} fit planned for {n_releases} release(s) "
                     f"would take the shared budget to epsilon = {total:.4g}, beyond "
                     f"its epsilon = {self.epsilon!r} ({self.spent[0]:.4g} spent by "
-                    f"{self.n_fits} fit(s) so far)."
+                    f"{self.n_fits} fit(s) so far).{self._relation_note(plan)}"
                 )
             self.n_fits += 1
             return self.n_fits
@@ -292,7 +297,19 @@ class PrivacyBudget:
             raise PrivacyBudgetExceededError(
                 f"One more {owner} release would take the shared budget to "
                 f"epsilon = {total:.4g}, beyond its epsilon = {self.epsilon!r}."
+                f"{self._relation_note(plan)}"
             )
+
+    def _relation_note(self, plan):
+        """Why an add/remove fit costs this budget more than its own epsilon."""
+        if plan.neighbouring_relation == self.neighbouring_relation:
+            return ""
+        return (
+            f" The fit's own epsilon holds for adding or removing one record; this "
+            f"budget counts replacing one ({self.neighbouring_relation}), for which "
+            "the same releases cost more (up to about twice). A budget with "
+            'neighbouring_relation="add_remove" charges such fits their own epsilon.'
+        )
 
     def _charge(self, plan, owner, sample_rate, noise_multiplier):
         """Record one release; refuse it if it would exceed the budget."""

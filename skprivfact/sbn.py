@@ -716,9 +716,9 @@ class DPSigmoidBeliefNet(
         """
         self._refuse_fit_params(fit_params)
         private = self._is_private
-        n_samples = _num_samples(X)
-        engine = self._start(n_samples)
+        # Checked before the plan is reserved: refused input charges no budget.
         X = self._check_X(X, reset=True)
+        engine = self._start(X.shape[0])
         self._init_latent_vars(X.shape[1])
         U = _centred_observations(X)
         per_pass = self._releases_per_pass(self.sample_rate_)
@@ -760,14 +760,15 @@ class DPSigmoidBeliefNet(
         first_time = not hasattr(self, "components_")
         n_samples = _num_samples(X)
         if first_time:
+            # Checked before the plan is reserved: refused input charges no budget.
+            X = self._check_X(X, reset=True)
             engine = self._start(n_samples, reserve=1)
+            self._init_latent_vars(X.shape[1])
         else:
             engine = self._engine
             self._check_plan_unchanged()
             engine.check_next(self._sample_rate(self.batch_size, n_samples))
-        X = self._check_X(X, reset=first_time)
-        if first_time:
-            self._init_latent_vars(X.shape[1])
+            X = self._check_X(X, reset=False)
         rate = self._sample_rate(self.batch_size, n_samples)
         if rate != self.sample_rate_:
             raise ValueError(

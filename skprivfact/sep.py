@@ -925,14 +925,11 @@ class DPSEPRegressor(
         self.damping_ = damping
         self.model_ = model_name
         self.clip_norm_ = clip_norm
-        if self.bounds_y is None and np.ptp(y) == 0:
-            raise ValueError(
-                "y is constant: its standard deviation is 0, so it cannot be "
-                "standardized. Set bounds_y, or check the target."
-            )
         X_offset, X_scale, X_box = _scaling(X, self.bounds_X, "bounds_X", private, "X")
         X_scale = np.where(X_scale > 0, X_scale, 1.0)
         y_offset, y_scale, y_box = _scaling(y[:, None], self.bounds_y, "bounds_y", private, "y")
+        # A constant target (a small cross-validation fold, say) is only centred.
+        y_scale = np.where(y_scale > 0, y_scale, 1.0)
         self.X_offset_, self.X_scale_, self._X_box = X_offset, X_scale, X_box
         self._y_box = y_box
         self.y_offset_, self.y_scale_ = float(y_offset[0]), float(y_scale[0])

@@ -188,6 +188,23 @@ def _check_weights(weights, n_components):
     return weights
 
 
+def _check_mean_prior(mean_prior, n_features):
+    """``mean_prior`` as a finite array of shape (n_features,), or None."""
+    if mean_prior is None:
+        return None
+    values = np.asarray(mean_prior, dtype=np.float64)
+    if values.ndim == 0:
+        values = np.full(n_features, float(values))
+    if values.shape != (n_features,):
+        raise ValueError(
+            f"mean_prior must be a number or have one entry per feature "
+            f"({n_features}); got shape {values.shape}."
+        )
+    if not np.all(np.isfinite(values)):
+        raise ValueError("mean_prior must be finite.")
+    return values
+
+
 class DPSEPGaussianMixture(
     ClassNamePrefixFeaturesOutMixin, TransformerMixin, DensityMixin, CentralPrivacyEstimator
 ):
@@ -524,6 +541,7 @@ class DPSEPGaussianMixture(
                 "noise is calibrated to the clipped sites' norm."
             )
         weights = _check_weights(self.weights, self.n_components)
+        mean_prior = _check_mean_prior(self.mean_prior, n_features)
         if self.damping != "auto":
             damping = float(self.damping)
         elif private:
@@ -553,13 +571,7 @@ class DPSEPGaussianMixture(
             X, offset, np.full(n_features, scale), box, "bounds_X", warn=not private
         )
 
-        if self.mean_prior is None:
-            prior_mean = np.zeros(n_features)
-        else:
-            prior_mean = np.broadcast_to(
-                (np.asarray(self.mean_prior, dtype=np.float64) - offset) / scale,
-                (n_features,),
-            )
+        prior_mean = np.zeros(n_features) if mean_prior is None else (mean_prior - offset) / scale
         prior_precision = (
             1.0 if self.mean_precision_prior is None
             else float(self.mean_precision_prior) * scale**2

@@ -162,7 +162,7 @@ def test_set_output_pandas_on_every_transformer(counts, estimator):
 
 _LINE = re.compile(
     r"^(?P<desc>[\w ]+): iteration (?P<i>\d+) of (?P<n>\d+), objective \S+, "
-    r"elapsed [\d.]+ s, ETA [\d.]+ s$"
+    r"elapsed [\d.]+ s, ETA ([\d.]+ s|\?)$"
 )
 
 
@@ -209,6 +209,11 @@ def test_progress_line_budget_and_eta(monkeypatch):
     assert line == ("fit: iteration 5 of 50, objective -1.5, epsilon spent 0.5 of 2, "
                     "elapsed 9.0 s, ETA 1 min 30 s")
     assert out.getvalue() == ""  # verbose=0 prints nothing
+    # At the first update the rate is unknown (one-off work, compiling, sits
+    # in it); at the last, nothing is left.
+    assert progress.line(1, now=101.0).endswith("ETA ?")
+    assert progress.line(50, now=200.0).endswith("ETA 0.0 s")
+    assert Progress(3, unit="pass").line(2, now=progress._start).startswith("pass 2 of 3")
 
 
 def test_progress_verbose_one_prints_about_a_tenth():

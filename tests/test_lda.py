@@ -605,8 +605,8 @@ def test_verbose_prints_progress(corpus, capsys):
     assert len(lines) == 3
     for i, line in enumerate(lines, start=1):
         assert re.fullmatch(
-            rf"DPLDA: iteration {i} of 3, "
-            r"epsilon spent [\d.]+(e[+-]\d+)? of 1, elapsed [\d.]+ s, ETA [\d.]+ s",
+            rf"DPLDA: pass {i} of 3, "
+            r"epsilon spent [\d.]+(e[+-]\d+)? of 1, elapsed [\d.]+ s, ETA ([\d.]+ s|\?)",
             line,
         ), line
     epsilons = [float(re.search(r"epsilon spent (\S+) of", line)[1]) for line in lines]

@@ -681,17 +681,27 @@ def test_verbose_reports_epsilon_spent():
     with redirect_stdout(buffer):
         DPBayesLogReg(data_norm=1.0, max_iter=3, verbose=1, random_state=0).fit(X, y)
     lines = buffer.getvalue().splitlines()
-    # One line per iteration (3 of them: verbose=1 shows every tenth or
-    # more), in the format every estimator shares.
+    # One line per pass (3 of them: verbose=1 shows every tenth or more), in
+    # the format every estimator shares.
     assert len(lines) == 3
     for i, line in enumerate(lines, start=1):
         assert re.fullmatch(
-            rf"DPBayesLogReg: iteration {i} of 3, objective -?[\d.]+(e[+-]\d+)?, "
-            r"epsilon spent [\d.]+(e[+-]\d+)? of 1, elapsed [\d.]+ s, ETA [\d.]+ s",
+            rf"DPBayesLogReg: pass {i} of 3, objective -?[\d.]+(e[+-]\d+)?, "
+            r"epsilon spent [\d.]+(e[+-]\d+)? of 1, elapsed [\d.]+ s, ETA ([\d.]+ s|\?)",
             line,
         ), line
     epsilons = [float(re.search(r"epsilon spent (\S+) of", line)[1]) for line in lines]
     assert epsilons[0] < epsilons[1] < epsilons[2] <= 1.0
+    # With batches, still a line per pass (of four releases each here).
+    buffer = io.StringIO()
+    with redirect_stdout(buffer):
+        DPBayesLogReg(data_norm=1.0, batch_size=25, max_iter=2, verbose=2).fit(X, y)
+    lines = buffer.getvalue().splitlines()
+    assert [line.split(",")[0] for line in lines] == [
+        "DPBayesLogReg: pass 1 of 2",
+        "DPBayesLogReg: pass 2 of 2",
+    ]
+    assert lines[-1].split("epsilon spent ")[1].startswith("1 of 1")
 
 
 # scikit-learn compatibility ----------------------------------------------------

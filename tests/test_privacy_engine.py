@@ -19,6 +19,7 @@ import warnings
 import numpy as np
 import pytest
 from scipy import stats
+from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV
 from sklearn.utils.validation import validate_data
 
@@ -628,6 +629,41 @@ def test_a_substitution_fit_cannot_charge_an_add_remove_budget():
     budget = PrivacyBudget(epsilon=5.0, delta=1e-5, neighbouring_relation="add_remove")
     with pytest.raises(ValueError, match="substitution"):
         estimator.set_params(budget=budget).fit(X)
+
+
+def test_a_budget_refusing_an_add_remove_fit_says_why_it_costs_more():
+    # A full-batch DPBayesLogReg holds for add/remove; a substitution budget
+    # of its own epsilon cannot pay for it, and the refusal says so.
+    estimator, (X, y), _, _ = _logreg_case(0.6)
+    budget = PrivacyBudget(epsilon=1.0, delta=1e-5)
+    with pytest.raises(PrivacyBudgetExceededError, match="adding or removing one record"):
+        estimator.set_params(budget=budget).fit(X, y)
+    assert budget.n_fits == 0
+    budget = PrivacyBudget(epsilon=1.0, delta=1e-5, neighbouring_relation="add_remove")
+    estimator.set_params(budget=budget).fit(X, y)
+    assert estimator.neighbouring_relation_ == "add_remove"
+    assert budget.spent[0] == pytest.approx(estimator.privacy_spent_[0], rel=1e-9)
+    # Within one relation the message says nothing of relations.
+    with pytest.raises(PrivacyBudgetExceededError) as refused:
+        estimator.set_params(epsilon=2.0).fit(X, y)
+    assert "adding or removing" not in str(refused.value)
+
+
+def test_a_delta_above_one_over_n_warns_where_n_is_public():
+    from skprivfact.exceptions import PrivacyLeakWarning
+
+    estimator, (X, _), _, _ = _lda_case(1.0)
+    with pytest.warns(PrivacyLeakWarning, match="not below 1 / n_samples = 0.0333"):
+        clone(estimator).set_params(delta=0.1).fit(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrivacyLeakWarning)
+        clone(estimator).set_params(delta=1e-3).fit(X)
+        clone(estimator).set_params(delta=0.1, epsilon=float("inf")).fit(X)
+        # Under add/remove the number of records is not public: no warning
+        # that would depend on it.
+        logreg, (X, y), _, _ = _logreg_case(1.0, delta=0.1)
+        logreg.fit(X, y)
+        assert logreg.neighbouring_relation_ == "add_remove"
 
 
 # Accounting ------------------------------------------------------------------

@@ -300,3 +300,13 @@ def test_grid_search_over_epsilon_charges_one_budget():
     assert search.best_params_["epsilon"] in (1.0, 4.0)
     assert np.isfinite(search.best_score_)
     assert budget.spent[0] > 4.0
+
+
+@pytest.mark.parametrize("method", ["fit", "partial_fit"])
+def test_refused_input_reserves_no_budget(method):
+    budget = PrivacyBudget(epsilon=10.0, delta=1e-5)
+    X = np.random.RandomState(0).normal(size=(300, 5))  # not binary
+    with pytest.raises(ValueError, match="binary rows"):
+        getattr(DPSigmoidBeliefNet(2, budget=budget), method)(X)
+    assert budget.n_fits == 0
+    assert budget.spent[0] == 0.0

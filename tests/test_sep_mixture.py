@@ -244,3 +244,28 @@ def test_sites_match_the_tilted_moments_by_quadrature():
             assert (means[k] / variances[k] + site[k, 1]) / precision == pytest.approx(
                 mean, abs=1e-6
             )
+
+
+@pytest.mark.parametrize(
+    "mean_prior, message",
+    [
+        ([0.0, 0.0, 0.0], r"one entry per feature \(2\); got shape \(3,\)"),
+        (np.nan, "mean_prior must be finite"),
+        ([0.0, np.inf], "mean_prior must be finite"),
+    ],
+)
+def test_a_bad_mean_prior_is_refused_before_any_budget_is_reserved(mean_prior, message):
+    X = np.random.RandomState(0).normal(size=(50, 2))
+    budget = PrivacyBudget(epsilon=10.0, delta=1e-5)
+    with pytest.raises(ValueError, match=message):
+        DPSEPGaussianMixture(2, mean_prior=mean_prior, budget=budget).fit(X)
+    assert budget.n_fits == 0
+
+
+def test_a_scalar_mean_prior_is_every_features_prior_mean():
+    X = np.random.RandomState(0).normal(size=(50, 2))
+    scalar = DPSEPGaussianMixture(2, epsilon=float("inf"), mean_prior=0.5, random_state=0)
+    vector = DPSEPGaussianMixture(
+        2, epsilon=float("inf"), mean_prior=[0.5, 0.5], random_state=0
+    )
+    np.testing.assert_array_equal(scalar.fit(X).means_, vector.fit(X).means_)

@@ -19,10 +19,11 @@ reads::
     elapsed 3.1 s, ETA 12.4 s
 
 (on one line), the objective and epsilon fields only when given, epsilon as
-"of <budget>" when the estimator has a budget. The ETA extrapolates the time
-per iteration measured since the first update, so one-off work before it
-(compiling numba kernels, a warm start) does not inflate it; an estimator that
-may stop early (a tolerance) gets an upper bound.
+"of <budget>" when the estimator has a budget; the central-DP estimators count
+passes ("pass 3 of 40"). The ETA extrapolates the time per iteration measured
+since the first update, so one-off work up to it (compiling numba kernels, a
+warm start) does not inflate it, and is "?" at the first update; an estimator
+that may stop early (a tolerance) gets an upper bound.
 """
 
 import math
@@ -79,6 +80,8 @@ class Progress:
         Where lines and the bar go; None means ``sys.stdout``.
     objective_name : str, default="objective"
         What the objective printed is (for example "perplexity").
+    unit : str, default="iteration"
+        What is counted (for example "pass").
 
     Examples
     --------
@@ -102,9 +105,11 @@ class Progress:
         epsilon_budget=None,
         stream=None,
         objective_name="objective",
+        unit="iteration",
     ):
         self.total = int(total)
         self.objective_name = objective_name
+        self.unit = unit
         self.verbose = verbose
         self.desc = desc
         self.epsilon_budget = epsilon_budget
@@ -131,18 +136,24 @@ class Progress:
         return self.verbose not in (0, False, None)
 
     def eta(self, iteration, now=None):
-        """Seconds left to reach ``total``, from the rate since the first update."""
+        """Seconds left to reach ``total``, from the rate since the first update.
+
+        Unknown (NaN, printed "?") at the first update while more remain: its
+        time holds one-off work (compiling, a warm start) that the later
+        iterations do not repeat.
+        """
         now = time.perf_counter() if now is None else now
+        if iteration >= self.total:
+            return 0.0
         if self._first is None or iteration <= self._first[0]:
-            per_iteration = (now - self._start) / max(iteration, 1)
-        else:
-            per_iteration = (now - self._first[1]) / (iteration - self._first[0])
-        return per_iteration * max(self.total - iteration, 0)
+            return math.nan
+        per_iteration = (now - self._first[1]) / (iteration - self._first[0])
+        return per_iteration * (self.total - iteration)
 
     def line(self, iteration, objective=None, epsilon_spent=None, now=None):
         """The progress line for ``iteration`` (without printing it)."""
         now = time.perf_counter() if now is None else now
-        parts = [f"iteration {iteration} of {self.total}"]
+        parts = [f"{self.unit} {iteration} of {self.total}"]
         if objective is not None:
             parts.append(f"{self.objective_name} {objective:.6g}")
         if epsilon_spent is not None:
