@@ -34,6 +34,13 @@ DEFAULT_CLIP_FRACTION = 0.1
 # on validation documents of SOTU and KOS at epsilon 1, 2 and 4, with and
 # without topics.
 _SMOOTHING = 0.5
+# Empirical-Bayes denoising of released word totals (_deconvolved_totals), in
+# units of their noise std: totals up to the range are denoised on a grid of
+# this step (the noise leaves nothing finer to resolve); larger ones, whose
+# noise is a small share of them, keep their released values.
+_DECONVOLUTION_RANGE = 30.0
+_DECONVOLUTION_STEP = 0.125
+_DECONVOLUTION_ITERATIONS = 200
 # Words the topics model in a private fit by default (n_topic_words="auto"):
 # on validation documents of SOTU and KOS at epsilon 1, 2 and 4, 1000 was
 # best or within the run-to-run spread of the best of 1000 to 3000.
@@ -266,19 +273,69 @@ def _e_step(
     return doc_topic_distr, suff_stats_t.T.copy(), sum(n for _, n in results)
 
 
+def _deconvolved_totals(totals, noise_std):
+    """Posterior means of non-negative totals released with Gaussian noise.
+
+    Empirical Bayes: the prior of the true totals is the distribution on a
+    grid from 0 that maximises the likelihood of the released ones (the
+    nonparametric maximum likelihood of Kiefer and Wolfowitz, fitted by EM
+    as in Jiang and Zhang 2009), and each released total is replaced by its
+    posterior mean under it. Most words of a vocabulary have totals within a
+    few noise stds of 0, where flooring at 0 keeps much of the noise and the
+    prior learned from all of them takes it out. Totals above
+    ``_DECONVOLUTION_RANGE`` noise stds keep their values. Post-processing:
+    released values and the public noise std only.
+    """
+    totals = np.asarray(totals, dtype=np.float64)
+    if not noise_std > 0:
+        return np.maximum(totals, 0.0)
+    denoised = totals.copy()
+    small = totals < _DECONVOLUTION_RANGE * noise_std
+    if not small.any():
+        return denoised
+    # In units of the noise std, grouped to 1/16 of it (the posterior mean
+    # does not change on that scale): the EM's cost is then set by the range,
+    # not by the vocabulary.
+    scaled = totals[small] / noise_std
+    _, group, counts = np.unique(
+        np.round(scaled * 16.0), return_inverse=True, return_counts=True
+    )
+    centres = np.bincount(group, weights=scaled) / counts
+    grid = np.arange(0.0, _DECONVOLUTION_RANGE + 4.0, _DECONVOLUTION_STEP)
+    log_likelihood = -0.5 * (centres[:, np.newaxis] - grid) ** 2
+    likelihood = np.exp(log_likelihood - log_likelihood.max(axis=1, keepdims=True))
+    prior = np.full(grid.size, 1.0 / grid.size)
+    share = counts / counts.sum()
+    for _ in range(_DECONVOLUTION_ITERATIONS):
+        posterior = likelihood * prior
+        posterior /= posterior.sum(axis=1, keepdims=True)
+        prior = share @ posterior
+    posterior = likelihood * prior
+    posterior /= posterior.sum(axis=1, keepdims=True)
+    denoised[small] = (posterior @ grid)[group] * noise_std
+    return denoised
+
+
 def _pooled_topics(
-    noisy_average, noise_std, topic_word_prior, totals=None, totals_std=None
+    noisy_average,
+    noise_std,
+    topic_word_prior,
+    totals=None,
+    totals_std=None,
+    deconvolve=False,
 ):
     """Topic parameters from the noisy average of the topic-word statistics.
 
     Each word's total over the topics, ``t_w = sum_k A_kw``, carries the noise
     of K entries (std ``sqrt(K) * noise_std``) but all of the word's signal;
-    it is floored at zero once. The topics split it in proportion to their
-    own entries floored at zero plus ``noise_std`` (so that a word whose
-    entries are all noise is shared evenly). Flooring each of the K entries
-    instead would add about ``0.4 * noise_std`` of spurious mass per entry,
-    ``sqrt(K)`` times more per word. ``totals`` (of noise std ``totals_std``)
-    replaces the topics' own totals when given.
+    it is floored at zero once (``deconvolve``: replaced by its
+    empirical-Bayes posterior mean, :func:`_deconvolved_totals`). The topics
+    split it in proportion to their own entries floored at zero plus
+    ``noise_std`` (so that a word whose entries are all noise is shared
+    evenly). Flooring each of the K entries instead would add about ``0.4 *
+    noise_std`` of spurious mass per entry, ``sqrt(K)`` times more per word.
+    ``totals`` (of noise std ``totals_std``) replaces the topics' own totals
+    when given.
     """
     shares = np.maximum(noisy_average, 0.0)
     shares += noise_std
@@ -287,8 +344,11 @@ def _pooled_topics(
     if totals is None:
         totals = noisy_average.sum(axis=0)
         totals_std = math.sqrt(n_topics) * noise_std
-    totals = np.maximum(totals, 0.0)
-    totals += _SMOOTHING * totals_std
+    if deconvolve:
+        totals = _deconvolved_totals(totals, totals_std)
+    else:
+        totals = np.maximum(totals, 0.0)
+        totals += _SMOOTHING * totals_std
     return topic_word_prior + totals * shares
 
 
@@ -431,8 +491,9 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         the released statistics and cost no privacy).
         "pooled": the step averages the raw noisy statistics (unbiased, of
         known noise std ``s`` per entry); each word's total is floored at
-        zero once and smoothed by half its own noise std, and the topics share it
-        in proportion to their own entries floored at zero plus ``s`` (see
+        zero once and smoothed by half its own noise std during the fit, and
+        denoised by empirical Bayes at its end, and the topics share it in
+        proportion to their own entries floored at zero plus ``s`` (see
         Notes). With noise and more than one topic, every release also
         carries the documents' word counts (one more row, clipped with the
         topics), whose mean over all the releases gives the word totals far
@@ -607,6 +668,16 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
     impossible. Pooling floors each word's total once, smooths it at the
     scale of its noise, and lets a word whose entries are noise fall back to
     the corpus frequency shared evenly by the topics.
+
+    At the end of a private fit (and of each ``partial_fit`` call) the word
+    totals are instead denoised by empirical Bayes: the distribution of the
+    true totals is estimated from all the released ones (on a grid from 0,
+    by nonparametric maximum likelihood: Kiefer and Wolfowitz 1956; Jiang and
+    Zhang 2009), and each total becomes its posterior mean under it (totals
+    above 30 noise stds keep their value). Most words have totals within a
+    few noise stds of zero, where flooring keeps much of the noise, and
+    the estimated distribution takes most of it out. The same applies to
+    the preliminary release of the word totals (``n_topic_words``).
 
     The word totals set how likely each word is, and their noise costs a
     private topic model more held-out likelihood than the noise of the
@@ -875,9 +946,9 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         Every document is resampled and clipped as in the topics' releases
         (with one topic its statistic is its counts) and the sum over all
         documents is released once, with the plan's preliminary noise. Returns
-        the smoothed totals (post-processing as one topic's, see
-        ``_pooled_topics``) and the sorted indices of the ``n_topic_words``
-        largest.
+        the denoised totals (post-processing as one topic's at the end of a
+        fit, see ``_pooled_topics``) and the sorted indices of the
+        ``n_topic_words`` largest.
         """
         batch = X
         if self._is_private:
@@ -898,10 +969,10 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         )
         totals = released[0]
         if self._is_private:
-            # One topic's post-processing (_pooled_topics): the totals floored
-            # at zero once and smoothed at the scale of their noise.
+            # One topic's post-processing at the end of a fit (_pooled_topics):
+            # the totals denoised by empirical Bayes.
             (noise_std,) = self._engine.noise_scales([self.clip_norm_], preliminary=True)
-            totals = np.maximum(totals, 0.0) + _SMOOTHING * noise_std
+            totals = _deconvolved_totals(totals, noise_std)
         # A stable sort: ties (words floored at zero) keep the column order.
         largest = np.argsort(-totals, kind="stable")[: self._topic_word_count()]
         return totals, np.sort(largest)
@@ -1043,31 +1114,15 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
             n_topics = self.components_.shape[0]
             self._noisy_components *= 1.0 - weight
             self._noisy_components += weight * (n_documents * mean_stats[:n_topics])
-            totals = totals_std = None
             if unigram_weight > 0:
                 # Every release estimates the same word totals (up to the
                 # clipping): their plain mean, whose noise falls as one over
-                # the number of releases, combined with the topics' own
-                # totals by inverse variance.
+                # the number of releases.
                 self._n_unigram += 1
                 released = n_documents * mean_stats[n_topics] / unigram_weight
                 self._unigram_mean += (released - self._unigram_mean) / self._n_unigram
                 self._unigram_var_sum += (noise_std / unigram_weight) ** 2
-                unigram_var = self._unigram_var_sum / self._n_unigram**2
-                pooled_var = n_topics * self._noise_var
-                totals_var = 1.0 / (1.0 / unigram_var + 1.0 / pooled_var)
-                totals = totals_var * (
-                    self._unigram_mean / unigram_var
-                    + self._noisy_components.sum(axis=0) / pooled_var
-                )
-                totals_std = math.sqrt(totals_var)
-            self.components_ = _pooled_topics(
-                self._noisy_components,
-                math.sqrt(self._noise_var),
-                self.topic_word_prior_,
-                totals,
-                totals_std,
-            )
+            self.components_ = self._pooled_components()
         elif private and self.floor_negatives == "running_average":
             # Post-processing: average the raw releases, then floor the
             # average at the prior, as no posterior parameter is below it.
@@ -1090,6 +1145,47 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
             _dirichlet_expectation_2d(self.components_)
         )
         self.n_batch_iter_ += 1
+
+    def _pooled_components(self, deconvolve=False):
+        """The topics from the running averages of the releases (post-processing).
+
+        The word totals are the topics' own, combined by inverse variance
+        with the mean of the counts' rows when the releases carry them;
+        ``deconvolve`` denoises them by empirical Bayes (done once, at the
+        end of a fit: the iterations' E-steps do as well with the cheaper
+        floor).
+        """
+        totals = totals_std = None
+        if self._n_unigram:
+            unigram_var = self._unigram_var_sum / self._n_unigram**2
+            pooled_var = self._noisy_components.shape[0] * self._noise_var
+            totals_var = 1.0 / (1.0 / unigram_var + 1.0 / pooled_var)
+            totals = totals_var * (
+                self._unigram_mean / unigram_var
+                + self._noisy_components.sum(axis=0) / pooled_var
+            )
+            totals_std = math.sqrt(totals_var)
+        return _pooled_topics(
+            self._noisy_components,
+            math.sqrt(self._noise_var),
+            self.topic_word_prior_,
+            totals,
+            totals_std,
+            deconvolve=deconvolve,
+        )
+
+    def _denoise_released_topics(self):
+        """End of a private fit: the topics with their word totals deconvolved."""
+        if (
+            self._is_private
+            and self.floor_negatives == "pooled"
+            and self.noise_multiplier_ > 0
+            and self.n_batch_iter_ > 1
+        ):
+            self.components_ = self._pooled_components(deconvolve=True)
+            self.exp_dirichlet_component_ = np.exp(
+                _dirichlet_expectation_2d(self.components_)
+            )
 
     def _unigram_weight(self):
         """Weight of the counts' row in each release (0: no such row)."""
@@ -1182,6 +1278,7 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
                 )
                 self.n_iter_ += 1
         progress.close()
+        self._denoise_released_topics()
         if restricted:
             self._spread_over_all_words(totals)
         if not private:
@@ -1258,6 +1355,7 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         n_jobs = effective_n_jobs(self.n_jobs)
         with ThreadPoolExecutor(max_workers=n_jobs) as executor:
             self._em_step(X, executor)
+        self._denoise_released_topics()
         self._to_input_dtype()
         if self.verbose:
             spent = self._engine.spent[0]

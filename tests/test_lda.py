@@ -396,6 +396,59 @@ def test_pooled_topics_floor_each_word_total_once():
     assert topics[2, 3] > 0.9 * (topics[:, 3] - prior).sum()
 
 
+def test_deconvolved_totals_approach_the_posterior_means_under_the_true_prior():
+    # True totals from a known prior (most words rare, a few frequent), with
+    # Gaussian noise: the empirical-Bayes posterior means, learned from the
+    # released totals alone, approach those under the true prior, and are
+    # much closer to the truth than the floored totals.
+    rng = np.random.RandomState(0)
+    noise_std = 10.0
+    support = np.array([0.0, 5.0, 20.0, 60.0, 400.0])
+    weights = np.array([0.5, 0.25, 0.15, 0.08, 0.02])
+    truth = rng.choice(support, p=weights, size=40_000)
+    released = truth + noise_std * rng.standard_normal(truth.size)
+    denoised = lda._deconvolved_totals(released, noise_std)
+    likelihood = stats.norm.pdf(released[:, None], support, noise_std) * weights
+    oracle = likelihood @ support / likelihood.sum(axis=1)
+    small = released < lda._DECONVOLUTION_RANGE * noise_std
+    distance = np.abs(denoised - oracle)[small]
+    assert np.mean(distance) < 0.03 * noise_std
+    assert np.max(distance) < 0.3 * noise_std
+    # Below the range, its squared error is within 2% of the Bayes risk,
+    # and less than half that of the floored (and smoothed) totals.
+    error = np.mean((denoised - truth)[small] ** 2)
+    assert error < 1.02 * np.mean((oracle - truth)[small] ** 2)
+    floored = np.maximum(released, 0) + lda._SMOOTHING * noise_std
+    assert error < 0.5 * np.mean((floored - truth)[small] ** 2)
+    # Large totals keep their values; the posterior mean rises with the
+    # released total and is never negative.
+    np.testing.assert_array_equal(denoised[~small], released[~small])
+    order = np.argsort(released[small])
+    assert np.all(np.diff(denoised[small][order]) >= -1e-9 * noise_std)
+    assert denoised.min() >= 0.0
+    # No noise: the floor at zero.
+    np.testing.assert_array_equal(
+        lda._deconvolved_totals(np.array([-1.0, 2.0]), 0.0), [0.0, 2.0]
+    )
+
+
+def test_a_private_fit_ends_with_its_word_totals_deconvolved(corpus):
+    # The one-topic model's parameters are the prior plus the deconvolved
+    # released totals; the iterations before the last use the floor.
+    X, _ = corpus
+    model = DPLDA(1, epsilon=2.0, batch_size=None, max_iter=2, n_topic_words=None).fit(X)
+    # The running average of the raw releases, and its noise std.
+    average = model._noisy_components[0]
+    noise_std = math.sqrt(model._noise_var)
+    np.testing.assert_allclose(
+        model.components_[0],
+        model.topic_word_prior_ + lda._deconvolved_totals(average, noise_std),
+        rtol=1e-10,
+    )
+    floored = lda._pooled_topics(average[None, :], noise_std, model.topic_word_prior_)
+    assert not np.allclose(model.components_[0], floored[0])
+
+
 def test_pooled_noise_variance_follows_the_step_sizes(corpus):
     X, _ = corpus
     est = DPLDA(
@@ -908,10 +961,9 @@ def test_topic_words_release_the_totals_first_then_topics_over_the_largest(
     expected = plan.preliminary_noise_multiplier * model.clip_norm_
     assert abs(np.std(noise) / expected - 1) < 6 / math.sqrt(2 * noise.size)
     # The topics cover every word; on the others they follow the released
-    # totals (floored at zero, smoothed by half their noise std), never the
-    # clean ones.
+    # totals (denoised by empirical Bayes), never the clean ones.
     assert model.components_.shape == (4, X.shape[1])
-    totals = np.maximum(released, 0.0) + 0.5 * expected
+    totals = lda._deconvolved_totals(released, expected)
     topic_mass = model.components_[:, model.topic_words_].sum(axis=1, keepdims=True)
     np.testing.assert_allclose(
         model.components_[:, others],
