@@ -441,20 +441,21 @@ def floor(epsilons=(1.0, 2.0, 4.0), repeats=3):
         {"batch_size": 1000, "max_iter": 1, "floor_negatives": "pooled", "n_topic_words": None},
         {"batch_size": 1000, "max_iter": 1, "floor_negatives": "per_iteration",
          "n_topic_words": None},
-        {"batch_size": 400, "max_iter": 2, "floor_negatives": "pooled", "n_topic_words": None},
-        {"batch_size": 400, "max_iter": 2, "floor_negatives": "per_iteration",
-         "n_topic_words": None},
-        # The word totals released first, topics over the most frequent
-        # words: every setting chosen on validation documents (training
-        # documents held out, never the test split). On SOTU the best there
-        # were five topics at epsilon 1 and 2, and at epsilon 4 more words
-        # and more of the budget for the topics. The first is the default
-        # (n_topic_words="auto") at batch 400 x 2.
-        {"batch_size": 400, "max_iter": 2, "n_topic_words": 1000, "totals_share": 0.5},
-        {"batch_size": 400, "max_iter": 2, "n_topic_words": 1500, "totals_share": 0.5},
+        # the defaults: the word totals released first, topics over the 1000
+        # most frequent words
+        {},
+        # Settings chosen on validation documents (training documents held
+        # out, never the test split), the word totals denoised by empirical
+        # Bayes at the end of the fit. KOS: five topics at epsilon 1 and 2,
+        # ten at 4; SOTU: topics over very few words, most of the budget for
+        # the totals (the fit is nearly the unigram).
+        {"n_components": 5, "batch_size": 400, "max_iter": 2, "n_topic_words": 200,
+         "totals_share": 0.85},
         {"n_components": 5, "batch_size": 400, "max_iter": 2, "n_topic_words": 1000,
          "totals_share": 0.5},
-        {"batch_size": 1000, "max_iter": 4, "n_topic_words": 2000, "totals_share": 0.3},
+        {"batch_size": 400, "max_iter": 2, "n_topic_words": 200, "totals_share": 0.7},
+        {"n_components": 3, "n_topic_words": 50, "totals_share": 0.95},
+        {"n_topic_words": 50, "totals_share": 0.95},
     ]
     for name, split in REAL_CORPORA.items():
         loaded = split()
