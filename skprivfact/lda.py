@@ -37,8 +37,11 @@ _SMOOTHING = 0.5
 # Empirical-Bayes denoising of released word totals (_deconvolved_totals), in
 # units of their noise std: totals up to the range are denoised on a grid of
 # this step (the noise leaves nothing finer to resolve); larger ones, whose
-# noise is a small share of them, keep their released values.
+# noise is a small share of them, keep their released values. The prior is
+# fitted to the totals up to the range plus a margin, so that the true totals
+# near the range that noise pushed above it still count.
 _DECONVOLUTION_RANGE = 30.0
+_DECONVOLUTION_MARGIN = 10.0
 _DECONVOLUTION_STEP = 0.125
 _DECONVOLUTION_ITERATIONS = 200
 # Words the topics model in a private fit by default (n_topic_words="auto"):
@@ -283,25 +286,30 @@ def _deconvolved_totals(totals, noise_std):
     posterior mean under it. Most words of a vocabulary have totals within a
     few noise stds of 0, where flooring at 0 keeps much of the noise and the
     prior learned from all of them takes it out. Totals above
-    ``_DECONVOLUTION_RANGE`` noise stds keep their values. Post-processing:
-    released values and the public noise std only.
+    ``_DECONVOLUTION_RANGE`` noise stds keep their values (those within 5
+    noise stds below it move part of the way). Post-processing: released
+    values and the public noise std only.
     """
     totals = np.asarray(totals, dtype=np.float64)
     if not noise_std > 0:
         return np.maximum(totals, 0.0)
     denoised = totals.copy()
     small = totals < _DECONVOLUTION_RANGE * noise_std
+    fitted = totals < (_DECONVOLUTION_RANGE + _DECONVOLUTION_MARGIN) * noise_std
     if not small.any():
         return denoised
-    # In units of the noise std, grouped to 1/16 of it (the posterior mean
-    # does not change on that scale): the EM's cost is then set by the range,
-    # not by the vocabulary.
-    scaled = totals[small] / noise_std
+    # In units of the noise std (a total far below 0, which only noise makes,
+    # counts as 10 below), grouped to 1/16 of it (the posterior mean does not
+    # change on that scale): the EM's cost is then set by the range, not by
+    # the vocabulary.
+    scaled = np.maximum(totals[fitted] / noise_std, -10.0)
     _, group, counts = np.unique(
         np.round(scaled * 16.0), return_inverse=True, return_counts=True
     )
     centres = np.bincount(group, weights=scaled) / counts
-    grid = np.arange(0.0, _DECONVOLUTION_RANGE + 4.0, _DECONVOLUTION_STEP)
+    grid = np.arange(
+        0.0, _DECONVOLUTION_RANGE + _DECONVOLUTION_MARGIN + 4.0, _DECONVOLUTION_STEP
+    )
     log_likelihood = -0.5 * (centres[:, np.newaxis] - grid) ** 2
     likelihood = np.exp(log_likelihood - log_likelihood.max(axis=1, keepdims=True))
     prior = np.full(grid.size, 1.0 / grid.size)
@@ -312,7 +320,13 @@ def _deconvolved_totals(totals, noise_std):
         prior = share @ posterior
     posterior = likelihood * prior
     posterior /= posterior.sum(axis=1, keepdims=True)
-    denoised[small] = (posterior @ grid)[group] * noise_std
+    means = (posterior @ grid)[group][small[fitted]] * noise_std
+    # From 5 noise stds below the range up to it, the posterior mean hands
+    # over linearly to the released value: no jump at the range.
+    weight = np.clip(
+        (_DECONVOLUTION_RANGE - scaled[small[fitted]]) / 5.0, 0.0, 1.0
+    )
+    denoised[small] = weight * means + (1.0 - weight) * totals[small]
     return denoised
 
 
@@ -973,7 +987,8 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
             # the totals denoised by empirical Bayes.
             (noise_std,) = self._engine.noise_scales([self.clip_norm_], preliminary=True)
             totals = _deconvolved_totals(totals, noise_std)
-        # A stable sort: ties (words floored at zero) keep the column order.
+        # A stable sort: ties (words of one group of the denoising) keep the
+        # column order.
         largest = np.argsort(-totals, kind="stable")[: self._topic_word_count()]
         return totals, np.sort(largest)
 

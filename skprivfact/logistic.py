@@ -237,8 +237,10 @@ class _EStep:
     per row; the other rows through BLAS, with ``x_n' E[w w'] x_n`` (which
     only sets the weights, never the bound of a record's contribution) as a
     float32 product when ``float32`` (its relative error, about 1e-7, is far
-    below the noise of a private fit; a row whose float32 value overflows
-    gets its own float64 value) and the released sum in float64. In full
+    below the noise of a private fit; it is a matrix product for every batch,
+    one row included, so that each row is rounded alike; a row whose float32
+    value overflows gets its own float64 value) and the released sum in
+    float64. In full
     batch the first-moment statistic, which does not depend on the
     posterior, is computed once.
     """
@@ -327,11 +329,18 @@ class _EStep:
         # A row whose float32 value overflows (inf or NaN) is redone in
         # float64 by root_omega_rows, alone.
         with np.errstate(over="ignore", invalid="ignore"):
-            product = np.matmul(
-                rows32,
-                second_moment.astype(np.float32),
-                out=self.product32 if batch is None else None,
-            )
+            if rows32.shape[0] == 1:
+                # A one-row product would go to another BLAS routine (a
+                # matrix-vector one), which rounds differently: with a zero
+                # row it is the same product as in a larger batch.
+                padded = np.vstack([rows32, np.zeros_like(rows32)])
+                product = (padded @ second_moment.astype(np.float32))[:1]
+            else:
+                product = np.matmul(
+                    rows32,
+                    second_moment.astype(np.float32),
+                    out=self.product32 if batch is None else None,
+                )
         root_omega_rows(product, rows32, rows, second_moment, work)
         return work.T @ work
 

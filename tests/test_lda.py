@@ -432,6 +432,27 @@ def test_deconvolved_totals_approach_the_posterior_means_under_the_true_prior():
     )
 
 
+def test_deconvolved_totals_are_continuous_at_the_range():
+    # Zipf-shaped totals (in noise stds): the prior is fitted beyond the range
+    # of the totals it replaces, so those just below it are not pulled down
+    # (a prior fitted below the range only lacked the true totals that noise
+    # pushed above it: a bias of -0.75 noise std there), and the denoised
+    # value does not jump at the range.
+    rng = np.random.default_rng(0)
+    truth = 3000.0 / np.arange(1, 20_001)
+    errors, jumps = [], []
+    for _ in range(20):
+        released = truth + rng.standard_normal(truth.size)
+        denoised = lda._deconvolved_totals(
+            np.concatenate([released, [29.999, 30.0]]), 1.0
+        )
+        near = (released >= 28.5) & (released < 30.0)
+        errors.append(denoised[:-2][near] - truth[near])
+        jumps.append(denoised[-1] - denoised[-2])
+    assert abs(np.mean(np.concatenate(errors))) < 0.3
+    assert np.max(np.abs(jumps)) < 0.01
+
+
 def test_a_private_fit_ends_with_its_word_totals_deconvolved(corpus):
     # The one-topic model's parameters are the prior plus the deconvolved
     # released totals; the iterations before the last use the floor.

@@ -242,6 +242,30 @@ def test_an_added_empty_record_leaves_every_other_weight_unchanged(float32):
     assert batch_change <= 1e-9 * bound
 
 
+@pytest.mark.parametrize("n_rows", [1, 2, 8, 100])
+def test_an_added_record_leaves_the_float32_weights_of_the_others_unchanged(n_rows):
+    # The dense path's float32 product gives each row the same weight whatever
+    # the batch holds: a one-row batch too (BLAS would round a matrix-vector
+    # product differently, about 4e-8 relative, without the padding).
+    def weighted_rows(rows, second_moment):
+        e_step = _EStep(rows, np.zeros(rows.shape[0]))
+        e_step._dense_gram(second_moment, None, False)
+        return e_step.work
+
+    for seed in range(10):
+        rng = np.random.default_rng(seed)
+        rows = rng.normal(size=(n_rows, 50))
+        rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+        A = rng.normal(size=(50, 50))
+        second_moment = A @ A.T * 50
+        added = rng.normal(size=(1, 50))
+        added /= np.linalg.norm(added)
+        np.testing.assert_array_equal(
+            weighted_rows(np.vstack([rows, added]), second_moment)[:n_rows],
+            weighted_rows(rows, second_moment),
+        )
+
+
 def test_a_row_overflowing_float32_does_not_move_the_other_weights():
     # The float64 fallback of an overflowing float32 product is per row: the
     # other rows keep their float32 weights, whichever rows share the batch.
