@@ -240,9 +240,8 @@ class _EStep:
     below the noise of a private fit; it is a matrix product for every batch,
     one row included, so that each row is rounded alike; a row whose float32
     value overflows gets its own float64 value) and the released sum in
-    float64. In full
-    batch the first-moment statistic, which does not depend on the
-    posterior, is computed once.
+    float64. In full batch the first-moment statistic, which does not depend
+    on the posterior, is computed once.
     """
 
     def __init__(self, rows, labels, *, float32=True):
