@@ -565,7 +565,8 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         Progress in the format of every skprivfact estimator: 1 prints about
         ten lines, 2 one per pass (the epsilon spent so far, elapsed time and
         time left, and without privacy the training perplexity every
-        ``evaluate_every`` passes); "bar" draws a tqdm bar (the ``progress``
+        ``evaluate_every`` passes), and within a pass of at least 10 batches
+        about one per tenth of them; "bar" draws a tqdm bar (the ``progress``
         extra).
     accountant : {"rdp", "pld"}, default="rdp"
         The privacy accountant: Renyi DP, or privacy loss distributions
@@ -1277,6 +1278,13 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
                 for step in range(steps_per_pass):
                     self._em_step(
                         X_topics, executor, rows=slices[step] if sequential else None
+                    )
+                    progress.update_within(
+                        n_pass,
+                        step + 1,
+                        steps_per_pass,
+                        epsilon_spent=lambda: self._engine.spent[0],
+                        step_unit="release" if private else "batch",
                     )
                 evaluate = (
                     not private

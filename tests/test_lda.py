@@ -670,6 +670,27 @@ def test_n_jobs_does_not_change_the_fit(corpus):
     np.testing.assert_allclose(fits[0].components_, fits[1].components_, rtol=1e-9)
 
 
+def test_verbose_two_shows_progress_within_a_long_pass(capsys):
+    # The default private fit is one pass of many releases: with verbose=2 a
+    # line about every tenth of them, then the pass's line; verbose=1 only
+    # the pass's line.
+    X = np.random.RandomState(0).poisson(1.0, size=(2000, 30))
+    DPLDA(3, batch_size=50, max_iter=1, verbose=2, random_state=0).fit(X)
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 10
+    for k, line in enumerate(lines[:-1], start=1):
+        assert re.fullmatch(
+            rf"DPLDA: pass 1 of 1 \(release {4 * k} of 40\), "
+            r"epsilon spent [\d.]+ of 1, elapsed [\d.]+ s, ETA ([\d.]+ s|\?)",
+            line,
+        ), line
+    assert lines[-1].startswith("DPLDA: pass 1 of 1, epsilon spent 1 of 1")
+    epsilons = [float(re.search(r"epsilon spent (\S+) of", line)[1]) for line in lines]
+    assert all(a < b for a, b in zip(epsilons, epsilons[1:]))
+    DPLDA(3, batch_size=50, max_iter=1, verbose=1, random_state=0).fit(X)
+    assert len(capsys.readouterr().out.strip().splitlines()) == 1
+
+
 def test_verbose_prints_progress(corpus, capsys):
     X, _ = corpus
     DPLDA(4, epsilon=1.0, batch_size=1000, max_iter=3, verbose=1, random_state=0).fit(X)

@@ -116,6 +116,7 @@ class Progress:
         self.stream = stream
         self._bar = None
         self._first = None
+        self._first_step = None
         self._start = time.perf_counter()
         self._last_printed = 0
         if verbose == "bar":
@@ -198,6 +199,47 @@ class Progress:
             print(self.line(iteration, objective, epsilon_spent, now), file=stream,
                   flush=True)
             self._last_printed = iteration
+
+    def update_within(self, iteration, step, n_steps, *, epsilon_spent=None, step_unit="release"):
+        """Record that ``step`` of the ``n_steps`` of ``iteration`` are done.
+
+        With ``verbose >= 2`` (lines, not a bar) and at least 10 steps per
+        iteration, a line about every tenth of them, before the iteration's
+        own line: a long pass (a private DPLDA fit's default is one) shows
+        its progress. ``epsilon_spent`` may be a callable, as in
+        :meth:`update`.
+        """
+        if (
+            self._bar is not None
+            or not self.enabled
+            or self.verbose is True
+            or self.verbose < 2
+            or n_steps < 10
+            or step >= n_steps
+            or step % max(1, n_steps // 10)
+        ):
+            return
+        now = time.perf_counter()
+        done = iteration - 1 + step / n_steps
+        if self._first_step is None:
+            self._first_step = (done, now)
+            eta = math.nan
+        else:
+            rate = (now - self._first_step[1]) / (done - self._first_step[0])
+            eta = rate * (self.total - done)
+        parts = [f"{self.unit} {iteration} of {self.total} ({step_unit} {step} of {n_steps})"]
+        if callable(epsilon_spent):
+            epsilon_spent = epsilon_spent()
+        if epsilon_spent is not None:
+            spent = f"epsilon spent {epsilon_spent:.3g}"
+            if self.epsilon_budget is not None:
+                spent += f" of {self.epsilon_budget:.3g}"
+            parts.append(spent)
+        parts.append(f"elapsed {format_seconds(now - self._start)}")
+        parts.append(f"ETA {format_seconds(eta)}")
+        prefix = f"{self.desc}: " if self.desc else ""
+        stream = sys.stdout if self.stream is None else self.stream
+        print(prefix + ", ".join(parts), file=stream, flush=True)
 
     def _due(self, iteration):
         """Whether ``iteration`` is shown (as a line, or as the bar's postfix)."""
