@@ -151,10 +151,18 @@ class Progress:
         per_iteration = (now - self._first[1]) / (iteration - self._first[0])
         return per_iteration * (self.total - iteration)
 
-    def line(self, iteration, objective=None, epsilon_spent=None, now=None):
-        """The progress line for ``iteration`` (without printing it)."""
+    def line(
+        self, iteration, objective=None, epsilon_spent=None, now=None, *, step=None, eta=None
+    ):
+        """The progress line for ``iteration`` (without printing it).
+
+        ``step`` (a text such as "release 4 of 40") says how far into the
+        iteration the line is; ``eta`` (seconds) replaces the estimate from
+        whole iterations.
+        """
         now = time.perf_counter() if now is None else now
-        parts = [f"{self.unit} {iteration} of {self.total}"]
+        position = f"{self.unit} {iteration} of {self.total}"
+        parts = [position if step is None else f"{position} ({step})"]
         if objective is not None:
             parts.append(f"{self.objective_name} {objective:.6g}")
         if epsilon_spent is not None:
@@ -163,7 +171,9 @@ class Progress:
                 spent += f" of {self.epsilon_budget:.3g}"
             parts.append(spent)
         parts.append(f"elapsed {format_seconds(now - self._start)}")
-        parts.append(f"ETA {format_seconds(self.eta(iteration, now))}")
+        if eta is None:
+            eta = self.eta(iteration, now)
+        parts.append(f"ETA {format_seconds(eta)}")
         prefix = f"{self.desc}: " if self.desc else ""
         return prefix + ", ".join(parts)
 
@@ -227,19 +237,17 @@ class Progress:
         else:
             rate = (now - self._first_step[1]) / (done - self._first_step[0])
             eta = rate * (self.total - done)
-        parts = [f"{self.unit} {iteration} of {self.total} ({step_unit} {step} of {n_steps})"]
         if callable(epsilon_spent):
             epsilon_spent = epsilon_spent()
-        if epsilon_spent is not None:
-            spent = f"epsilon spent {epsilon_spent:.3g}"
-            if self.epsilon_budget is not None:
-                spent += f" of {self.epsilon_budget:.3g}"
-            parts.append(spent)
-        parts.append(f"elapsed {format_seconds(now - self._start)}")
-        parts.append(f"ETA {format_seconds(eta)}")
-        prefix = f"{self.desc}: " if self.desc else ""
+        line = self.line(
+            iteration,
+            epsilon_spent=epsilon_spent,
+            now=now,
+            step=f"{step_unit} {step} of {n_steps}",
+            eta=eta,
+        )
         stream = sys.stdout if self.stream is None else self.stream
-        print(prefix + ", ".join(parts), file=stream, flush=True)
+        print(line, file=stream, flush=True)
 
     def _due(self, iteration):
         """Whether ``iteration`` is shown (as a line, or as the bar's postfix)."""
