@@ -101,7 +101,7 @@ plt.show()
 # Hidden features
 # ---------------
 #
-# :meth:`~skprivfact.sbn.DPSigmoidBeliefNet.transform` gives the posterior
+# :meth:`~skprivfact.DPSigmoidBeliefNet.transform` gives the posterior
 # probability of each hidden unit for each image: features for a downstream
 # model, for example :class:`~skprivfact.logistic.DPBayesLogReg` in a
 # :class:`~sklearn.pipeline.Pipeline`.

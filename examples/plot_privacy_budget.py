@@ -10,7 +10,8 @@ refit), and the ``privacy_spent_`` of the best estimator covers only the
 last of them. A :class:`~skprivfact.privacy.PrivacyBudget` passed as
 ``budget=`` counts them all: ``clone`` (and so ``GridSearchCV``) shares it
 instead of copying it, every release of every fit is charged to it, and a fit
-that would take the total beyond it is refused before it reads the data.
+that would take the total beyond it is refused once its input is validated,
+before anything is released or charged.
 
 The data are scikit-learn's bundled breast-cancer set, each row scaled by
 bounds that are public (the feature ranges of the data's documentation would

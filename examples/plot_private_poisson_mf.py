@@ -9,7 +9,7 @@ Each count of a matrix is released with two-sided geometric noise
 negative, and most of the structure of a sparse count matrix drowns in the
 noise at small epsilon.
 
-:class:`~skprivfact.poisson_mf.PrivatePoissonMF` fits a Bayesian Poisson
+:class:`~skprivfact.PrivatePoissonMF` fits a Bayesian Poisson
 factorization that knows the noise: the true counts are latent, and inference
 (here the variational solver, ``solver="cavi"``) integrates over them. The
 *naive* alternative ignores the noise and clips negative counts to zero before

@@ -5,13 +5,13 @@ Privatized counts beyond memory: blocks of rows and Dask
 
 Local privacy makes a count matrix dense: every entry, zeros included,
 carries noise, so the memory of a fit grows with rows x columns rather than
-with the non-zeros. :class:`~skprivfact.poisson_mf.PrivatePoissonMF` keeps
+with the non-zeros. :class:`~skprivfact.PrivatePoissonMF` keeps
 the noisy counts in the smallest integer type that holds them (int16 for
 nearly all privatized counts) and sweeps over blocks of rows, so that a fit
 needs little memory beyond that compact input. This example shows the two
 ways to go further:
 
-* :meth:`~skprivfact.poisson_mf.PrivatePoissonMF.partial_fit` folds in a
+* :meth:`~skprivfact.PrivatePoissonMF.partial_fit` folds in a
   stream of privatized rows block by block, keeping none of them;
 * a Dask array chunked by rows is fitted on a ``dask.distributed`` cluster
   (here a local one, when Dask is installed), with the same result as the

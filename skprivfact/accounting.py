@@ -344,7 +344,8 @@ def compute_rdp(
         Renyi orders (> 1); :data:`DEFAULT_ORDERS` when None.
     neighbouring_relation : {"add_remove", "substitution"}, default="add_remove"
         Whether neighbouring datasets differ by adding or removing one record,
-        or by replacing one (see :func:`_rdp_substitution_one_step`).
+        or by replacing one (the Renyi divergence between the mixtures
+        ``(1 - q) N(0, s^2) + q N(+-1, s^2)``, computed numerically).
 
     Returns
     -------

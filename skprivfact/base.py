@@ -43,8 +43,8 @@ class CentralPrivacyEstimator(BaseEstimator):
     algorithm runs without noise, for comparison, and ``privacy_spent_``
     reports an infinite epsilon.
 
-    Subclasses call :meth:`_start_privacy` once per fit (before reading the
-    data: it calibrates the noise and reserves the plan against ``budget``),
+    Subclasses call :meth:`_start_privacy` once per fit (once the input is
+    validated, before any release: it calibrates the noise and reserves the plan against ``budget``),
     release through ``self._engine``; ``privacy_spent_``, ``n_releases_`` and
     ``accountant_`` read the engine.
     A subclass whose algorithm does not use the number of records when it
@@ -92,8 +92,8 @@ class CentralPrivacyEstimator(BaseEstimator):
         ``preliminary_share`` of the budget, are planned besides (see
         :func:`~skprivfact.privacy.plan_privacy`).
 
-        Returns the engine. Raises before anything is read, and before any
-        attribute changes, if the plan (or its first ``reserve`` releases)
+        Returns the engine. Raises before anything is released, and before
+        any attribute changes, if the plan (or its first ``reserve`` releases)
         would exceed ``epsilon`` or ``budget``. Once the plan is accepted, the
         model of an earlier fit is discarded: from here on the fitted
         attributes and ``privacy_spent_`` describe the new model only, even if
@@ -231,7 +231,7 @@ class CentralPrivacyEstimator(BaseEstimator):
             "loss) or drop records to down-weight them.",
         )
 
-    def _make_progress(self, total, **kwargs):
+    def _make_progress(self, total, unit="pass", **kwargs):
         """The fit's progress (the one format of every estimator), of ``total`` passes."""
         budget = None if math.isinf(self.epsilon) else float(self.epsilon)
         return Progress(
@@ -239,6 +239,23 @@ class CentralPrivacyEstimator(BaseEstimator):
             verbose=self.verbose,
             desc=type(self).__name__,
             epsilon_budget=budget,
-            unit="pass",
+            unit=unit,
             **kwargs,
+        )
+
+    def _show_partial_fit_release(self):
+        """With ``verbose``, ``partial_fit``'s line in the one format: the
+        release just made, of those planned, and the epsilon spent."""
+        if not self.verbose:
+            return
+        engine = self._engine
+        progress = self._make_progress(engine.plan.n_releases, unit="release")
+        print(
+            progress.line(
+                engine.n_releases,
+                epsilon_spent=engine.spent[0],
+                step="partial_fit",
+                timing=False,
+            ),
+            flush=True,
         )

@@ -86,7 +86,7 @@ def make_poisson_factorization(
     set, ``X_noisy = X + tau`` with tau drawn from the two-sided geometric
     distribution at ``(sensitivity, epsilon)``
     (:func:`~skprivfact.mechanisms.two_sided_geometric`), the input of
-    :class:`~skprivfact.poisson_mf.PrivatePoissonMF` with the same ``epsilon``.
+    :class:`~skprivfact.PrivatePoissonMF` with the same ``epsilon``.
 
     Parameters
     ----------

@@ -11,14 +11,20 @@ class PrivacyLeakWarning(UserWarning):
     reported epsilon then does not cover that bound: the released model may
     reveal it. Set the bound explicitly to silence the warning and close the
     leak.
+
+    Also raised by a central fit whose ``delta`` is not below ``1 /
+    n_samples`` (where the number of records is public): (epsilon,
+    delta)-DP then admits a mechanism that publishes one record in full with
+    probability delta.
     """
 
 
 class PrivacyBudgetExceededError(ValueError):
     """A release would spend more privacy than the estimator's budget allows.
 
-    Raised before any data is touched, so the budget already spent is
-    unchanged when this error is seen.
+    Raised once the input is validated and before anything is computed from
+    it or released, so the budget already spent is unchanged when this error
+    is seen.
     """
 
 

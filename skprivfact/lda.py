@@ -433,7 +433,8 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
     calibrated to what it leaves. Resampling needs integer counts: with noise,
     fractional weights are refused.
     The progress that ``verbose`` prints during a private fit holds public
-    and released quantities only (passes, time, epsilon spent): the
+    and released quantities only (passes, epsilon spent), and the elapsed
+    time, which like any running time is not covered: the
     training perplexity, computed from the documents without noise, is
     neither printed (``evaluate_every`` is ignored, with a warning) nor
     stored (``bound_``). ``epsilon=float("inf")`` (with
@@ -454,7 +455,8 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         takes a step that would spend more.
     delta : float, default=1e-5
         The delta of (epsilon, delta)-DP, in (0, 1); choose it well below
-        ``1 / n_documents``.
+        ``1 / n_documents`` (a fit whose ``delta`` is not warns with
+        :class:`~skprivfact.exceptions.PrivacyLeakWarning`).
     doc_length : int, default=500
         Number of tokens every training document is resampled to (with
         replacement), at least 1. Longer documents keep more of their words,
@@ -566,24 +568,27 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         ten lines, 2 one per pass (the epsilon spent so far, elapsed time and
         time left, and without privacy the training perplexity every
         ``evaluate_every`` passes), and within a pass of at least 10 batches
-        about one per tenth of them; "bar" draws a tqdm bar (the ``progress``
-        extra).
+        about one per tenth of them; :meth:`partial_fit` prints a line per
+        call (its release and the epsilon spent); "bar" draws a tqdm bar (the
+        ``progress`` extra).
     accountant : {"rdp", "pld"}, default="rdp"
         The privacy accountant: Renyi DP, or privacy loss distributions
         (tight: less noise for the same claim; needs dp-accounting).
     budget : PrivacyBudget, default=None
         A budget shared across fits, copies and a whole ``GridSearchCV``,
         charged by every release; a fit that would exceed it is refused
-        before it reads the data.
+        once the input is validated, before anything is released or charged.
     secure : bool, default=False
         Draw floating-point-safe noise: each release is rounded to a fine grid
         and gets exact discrete Gaussian noise from the operating system's
         cryptographic randomness (Mironov 2012 showed how textbook
         floating-point noise can leak). Needs full batches and
-        ``accountant="rdp"``; slower (pure Python, about 4e4 draws per second).
+        ``accountant="rdp"``; slower (a pure-Python sampler).
     random_state : int, RandomState instance or None, default=None
-        Seeds the initial topics, which depend on no data; batches, the
-        resampling of documents and the noise never come from it.
+        Seeds the initial topics, which depend on no data, and in a fit
+        without noise (``epsilon=inf``, no privacy) the batches and the
+        resampling of documents; a private fit's batches, resampling and noise
+        never come from it.
 
     Attributes
     ----------
@@ -638,7 +643,7 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         Number of releases so far: the iterations, and with ``n_topic_words``
         the word totals' release.
     random_state_ : RandomState instance
-        The random stream, continued by :meth:`partial_fit`.
+        The stream that drew the initial topics (from ``random_state``).
     n_features_in_ : int
         Number of features seen during :term:`fit`.
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
@@ -659,11 +664,9 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
     gives scikit-learn's figure exactly). That term is a property of the
     model alone, a KL divergence summed over all ``K V`` entries of
     ``lambda``, yet it is divided by the number of words of ``X``: on a
-    held-out set it dominates (scikit-learn issue 20032), and for a private
-    model, whose ``lambda`` carries noise on every entry, it is enormous
-    (KOS, 343 held-out documents, K = 10, defaults, epsilon=1: 8.0e5 with the
-    term, 5.2e3 without; without noise 1.7e4 and 2.4e3),
-    so that a comparison of models, or a ``GridSearchCV`` over ``epsilon`` or
+    held-out set it dominates, and for a private model, whose ``lambda``
+    carries noise on every entry, it is enormous (orders of magnitude above
+    the document-only figure), so that a comparison of models, or a ``GridSearchCV`` over ``epsilon`` or
     ``clip_norm``, would rank the noise of ``lambda`` rather than the
     prediction of held-out words. Both methods agree (``perplexity =
     exp(-score / number of words)``), as scikit-learn's do.
@@ -752,9 +755,9 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
     Without privacy, :meth:`fit` takes scikit-learn's consecutive
     mini-batches, so it agrees with ``LatentDirichletAllocation(
     learning_method="online")``: Poisson batches miss about a third of the
-    documents in a pass and repeat others, which cost 6% in held-out
-    perplexity on SOTU. Private fits need the Poisson batches, whose
-    secrecy the accountant's subsampling amplification rests on.
+    documents in a pass and repeat others, which costs held-out
+    perplexity. Private fits need the Poisson batches, whose secrecy the
+    accountant's subsampling amplification rests on.
 
     Every :meth:`fit` spends the budget anew: fitting the same documents twice
     releases two models and spends twice.
@@ -1380,13 +1383,7 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
             self._em_step(X, executor)
         self._denoise_released_topics()
         self._to_input_dtype()
-        if self.verbose:
-            spent = self._engine.spent[0]
-            print(
-                f"{type(self).__name__}: iteration {self.n_batch_iter_ - 1}, "
-                f"epsilon spent {spent:.3g}",
-                flush=True,
-            )
+        self._show_partial_fit_release()
         return self
 
     # Inference on new documents ---------------------------------------------

@@ -643,7 +643,10 @@ class DPBayesLogReg(ClassifierMixin, TransformerMixin, CentralPrivacyEstimator):
         Privacy budget of the whole fit, positive; ``float("inf")`` for no
         noise.
     delta : float, default=1e-5
-        Privacy parameter delta in (0, 1).
+        Privacy parameter delta in (0, 1); choose it well below ``1 /
+        n_samples`` (a subsampled fit, whose number of records is public,
+        warns with :class:`~skprivfact.exceptions.PrivacyLeakWarning` if it
+        is not).
     data_norm : float, default=None
         Bound on the Euclidean norm of each row of ``X``; longer rows are
         clipped to it, in :meth:`fit` and at prediction, with a warning except
@@ -688,21 +691,23 @@ class DPBayesLogReg(ClassifierMixin, TransformerMixin, CentralPrivacyEstimator):
     budget : PrivacyBudget, default=None
         A budget shared across fits (and copies, and a whole
         ``GridSearchCV``), charged by every release; a fit that would exceed
-        it is refused before it reads the data.
+        it is refused once the input is validated, before anything is
+        released or charged.
     secure : bool, default=False
         Draw floating-point-safe noise: each release is rounded to a fine grid
         and gets exact discrete Gaussian noise from the operating system's
         cryptographic randomness (Mironov 2012 showed how textbook
         floating-point noise can leak). Needs full batches and
-        ``accountant="rdp"``; slower (pure Python, about 4e4 draws per second).
+        ``accountant="rdp"``; slower (a pure-Python sampler).
     verbose : int or "bar", default=0
         Progress in the format of every skprivfact estimator, per pass: 1
         prints about ten lines, 2 one per pass (the objective computable from
         the last release, the epsilon spent so far, elapsed time and time
         left); "bar" draws a tqdm bar (the ``progress`` extra).
     random_state : int, RandomState instance or None, default=None
-        Unused by the algorithm (full batch and secret randomness leave
-        nothing to seed); kept for the scikit-learn interface.
+        Seeds the batches of a fit without noise (``epsilon=inf``, no
+        privacy), as any scikit-learn estimator's; a private fit's batches and
+        noise never come from it.
 
     Attributes
     ----------

@@ -838,7 +838,7 @@ def discrete_gaussian(sigma, size=None, *, random_state=None):
     ``x``, with ``sigma`` taken as the exact rational value of the float
     given. Integer arithmetic only (Canonne, Kamath and Steinke, 2020), so no
     floating-point artefact (Mironov, 2012) can reveal the value the noise is
-    added to. Pure Python: about 10**4 to 10**5 draws per second.
+    added to. Pure Python, much slower than numpy's sampler.
 
     Parameters
     ----------
@@ -947,7 +947,7 @@ def two_sided_geometric(
     ``sensitivity``, and the Canonne-Kamath-Steinke (2020) construction turns
     uniform random integers into draws with integer arithmetic only, from the
     operating system's cryptographic randomness. The secure sampler is pure
-    Python, roughly 10**6 draws per second. Its running time grows with the
+    Python, much slower than numpy's. Its running time grows with the
     magnitude of the noise drawn, so the time taken by a single draw can leak
     the noise (and, with the output, the input): draw noise for many entries at
     once, as :class:`~skprivfact.GeometricPrivatizer` does, and do not expose

@@ -51,8 +51,8 @@ class GeometricPrivatizer(
         Whether to draw the noise with the exact integer sampler from the
         operating system's cryptographic randomness
         (:func:`~skprivfact.mechanisms.two_sided_geometric` with
-        ``secure=True``), for real releases. It is pure Python, roughly
-        10**6 entries per second; ``random_state`` must then be None.
+        ``secure=True``), for real releases. It is pure Python, much slower
+        than the default sampler; ``random_state`` must then be None.
     random_state : int, RandomState instance or None, default=None
         The numpy noise stream of the default sampler. None draws every
         :meth:`transform`'s noise from fresh operating-system entropy (not

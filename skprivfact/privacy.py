@@ -128,15 +128,15 @@ class PrivacyBudget:
 
     Pass the same budget as ``budget=`` to every DP estimator fitted on the
     dataset. Each release of each fit is charged to it, and a fit whose plan
-    would take the total beyond ``(epsilon, delta)`` is refused before it reads
-    the data (:class:`~skprivfact.exceptions.PrivacyBudgetExceededError`). The
+    would take the total beyond ``(epsilon, delta)`` is refused once its input
+    is validated, before anything is released or charged (:class:`~skprivfact.exceptions.PrivacyBudgetExceededError`). The
     budget is shared, not copied, by :func:`sklearn.base.clone`,
     :func:`copy.deepcopy` and so by ``GridSearchCV``: the total over all the
     fits of a search, refit included, is in :attr:`spent`. Fits on subsets of
     the dataset (cross-validation folds) are charged in full, an upper bound.
 
     An estimator's ``privacy_spent_`` covers the releases of its current model
-    only (since its last :meth:`fit`, including later ``partial_fit`` calls);
+    only (since its last ``fit``, including later ``partial_fit`` calls);
     the budget covers everything charged to it.
 
     A budget is thread-safe (``n_jobs`` with the threading backend). A budget
@@ -170,6 +170,9 @@ class PrivacyBudget:
         ``(fit, noise_multiplier, sample_rate, steps)`` for each run of
         releases charged, in order; ``fit`` names the estimator class and the
         fit's number ("DPLDA #3").
+    n_fits : int
+        Number of fits whose plans were accepted (refused ones are not
+        counted).
 
     Examples
     --------
@@ -336,7 +339,7 @@ class PrivacyBudget:
 
 @dataclasses.dataclass(frozen=True)
 class PrivacyPlan:
-    """Everything a central-DP fit fixes before it reads the data.
+    """Everything a central-DP fit fixes before it releases anything.
 
     Parameters
     ----------
@@ -502,7 +505,7 @@ class PrivacyEngine:
         The plan of the fit.
     budget : PrivacyBudget, default=None
         A shared budget to charge as well; the plan is reserved against it at
-        once (refused before the data are read).
+        once (refused before anything is released).
     owner : str, default=""
         Name used in messages.
     random_state : int or None, default=None
@@ -686,7 +689,7 @@ class PrivacyEngine:
         """Release clipped, summed statistics as one Gaussian mechanism.
 
         Checks the budgets (before drawing anything), draws the noise of every
-        block from a fresh secret stream (:func:`gaussian_mechanism`: block
+        block from a fresh secret stream (:func:`~skprivfact.mechanisms.gaussian_mechanism`: block
         ``i`` gets std ``noise_multiplier * sqrt(k) * sensitivities[i]``) and
         records one accountant step at the sampling rate. Without noise
         (``noise_multiplier == 0``) the blocks are returned as they are and

@@ -303,7 +303,9 @@ class DPSigmoidBeliefNet(
         Privacy budget of the whole fit, positive; ``float("inf")`` for no
         noise.
     delta : float, default=1e-5
-        Privacy parameter delta in (0, 1).
+        Privacy parameter delta in (0, 1); choose it well below ``1 /
+        n_samples`` (a fit whose ``delta`` is not warns with
+        :class:`~skprivfact.exceptions.PrivacyLeakWarning`).
     batch_size : int, default=None
         Expected batch size; each iteration keeps each row independently
         with probability ``batch_size / n_samples``. None (or a value of at
@@ -346,13 +348,16 @@ class DPSigmoidBeliefNet(
         from the operating system's cryptographic randomness); needs full
         batches and ``accountant="rdp"``.
     verbose : int or "bar", default=0
-        Progress in the format of every skprivfact estimator, per pass: the
-        epsilon spent so far, elapsed time and time left, and without privacy
-        (``epsilon=float("inf")``) the mean variational bound of the last
-        batch, which a private fit does not release; "bar" draws a tqdm bar.
+        Progress in the format of every skprivfact estimator: 1 prints about
+        ten lines, 2 one per pass (the epsilon spent so far, elapsed time and
+        time left, and without privacy, ``epsilon=float("inf")``, the mean
+        variational bound of the last batch, which a private fit does not
+        release), and :meth:`partial_fit` a line per call (its release and
+        the epsilon spent); "bar" draws a tqdm bar (the ``progress`` extra).
     random_state : int, RandomState instance or None, default=None
-        Seeds the initial weights and the importance samples; never the
-        batches or the noise.
+        Seeds the initial weights, the importance samples, and the batches of
+        a fit without noise (``epsilon=inf``, no privacy); a private fit's
+        batches and noise never come from it.
 
     Attributes
     ----------
@@ -384,7 +389,8 @@ class DPSigmoidBeliefNet(
         Whether the fit ran inside
         :func:`~skprivfact.privacy.reproducible_noise` (not private).
     n_iter_ : int
-        Passes run.
+        Number of passes completed by :meth:`fit` (``partial_fit`` counts its
+        iterations in ``n_batch_iter_``).
     n_batch_iter_ : int
         One more than the number of iterations (released statistics) so far,
         as in scikit-learn's online LDA; it sets the step size.
@@ -472,7 +478,7 @@ class DPSigmoidBeliefNet(
     with ``n_importance_samples``); :meth:`lower_bound` is the variational
     (Jaakkola-Jordan) bound
     ``sum_j [u_j E[psi_j] - log 2 cosh(xi_j / 2)] + sum_k [mu_k c_k + log
-    sigmoid(-c_k)] + H(q(h))``; :func:`sigmoid_belief_net_log_likelihood`
+    sigmoid(-c_k)] + H(q(h))``; :func:`~skprivfact.sbn.sigmoid_belief_net_log_likelihood`
     is exact for small ``K``.
 
     References
@@ -776,7 +782,7 @@ class DPSigmoidBeliefNet(
                 "partial_fit; call fit to start a new model."
             )
         self._step(_centred_observations(X), engine, self._posterior_local_step())
-        self.n_iter_ = self.n_batch_iter_ - 1
+        self._show_partial_fit_release()
         return self
 
     # Inference ----------------------------------------------------------------

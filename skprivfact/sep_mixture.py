@@ -84,7 +84,7 @@ class _MixtureModel:
         ``noise_std`` is the std of the privacy noise in each released
         coordinate of ``theta`` (weighted units): each mean is then shrunk
         towards the prior mean by its empirical-Bayes factor given the noise
-        it carries (:func:`~skprivfact.sep._denoise_weights`), which pins a
+        it carries (as :class:`~skprivfact.DPSEPRegressor` shrinks its weights), which pins a
         component that holds few records near the prior instead of letting
         the noise throw it about the box. Post-processing.
         """
@@ -266,7 +266,9 @@ class DPSEPGaussianMixture(
         Privacy budget of the whole fit, positive; ``float("inf")`` for no
         noise.
     delta : float, default=1e-5
-        Privacy parameter delta in (0, 1).
+        Privacy parameter delta in (0, 1); choose it well below ``1 /
+        n_samples`` (a fit whose ``delta`` is not warns with
+        :class:`~skprivfact.exceptions.PrivacyLeakWarning`).
     clip_norm : float or None, default=1.0
         Bound ``C`` on the Euclidean norm of each record's stacked sites, in
         units of one observation's evidence (a record that surely belongs to
@@ -284,11 +286,8 @@ class DPSEPGaussianMixture(
         ``n_samples``) uses every record in every update. "auto" is
         ``n_samples // 10`` (at least 1): ten updates per pass. Many small
         updates let merged components split where full-batch updates from the
-        same start stall in a local optimum: on the paper's setting with
-        20,000 records, 100 full-batch passes without noise left 3 of 5 starts
-        with two components merged (F-norm against the true means 1.8 to 4.2),
-        40 passes of ten batches none (0.03); at epsilon = 10, 0.26 to 0.86
-        against 0.064 (benchmarks/bench_sep_mixture.py).
+        same start stall in a local optimum (``benchmarks/bench_sep_mixture.py``
+        measures both).
     max_iter : int, default=40
         Number of passes; a pass is ``ceil(n_samples / batch_size)``
         updates. The noise is calibrated for this many.
@@ -322,12 +321,13 @@ class DPSEPGaussianMixture(
         from the operating system's cryptographic randomness); needs full
         batches and ``accountant="rdp"``.
     verbose : int or "bar", default=0
-        Progress in the format of every skprivfact estimator, per pass (the
-        epsilon spent so far, elapsed time and time left); "bar" draws a tqdm
-        bar (the ``progress`` extra).
+        Progress in the format of every skprivfact estimator: 1 prints about
+        ten lines, 2 one per pass (the epsilon spent so far, elapsed time and
+        time left); "bar" draws a tqdm bar (the ``progress`` extra).
     random_state : int, RandomState instance or None, default=None
-        Seeds the initial means (not a release); batches and noise never come
-        from it.
+        Seeds the initial means (not a release), and the batches of a fit
+        without noise (``epsilon=inf``, no privacy); a private fit's batches
+        and noise never come from it.
 
     Attributes
     ----------
@@ -416,7 +416,8 @@ class DPSEPGaussianMixture(
     natural coordinate) * v_k``; with the prior spread ``1 / p0 - v_k`` of
     the means about ``m0``, the mean used is ``m0 + (m_k - m0) * spread /
     (spread + tau_k**2)`` and its variance grows by ``spread * tau_k**2 /
-    (spread + tau_k**2)`` (:func:`skprivfact.sep._denoise_weights`). A
+    (spread + tau_k**2)`` (the shrinkage of
+    :class:`~skprivfact.DPSEPRegressor`'s weights). A
     component holding few records is thus held near the prior instead of
     being thrown about the box by the noise; one holding many is unchanged.
 
@@ -551,7 +552,8 @@ class DPSEPGaussianMixture(
         batch_size = self.batch_size
         if batch_size == "auto":
             batch_size = max(1, n_samples // _AUTO_UPDATES_PER_PASS)
-        # Planned (and reserved against the budget) before the data are read.
+        # Planned (and reserved against the budget) before anything is computed
+        # from the data.
         engine = self._start_privacy(n_samples, batch_size)
         self.damping_ = damping
         offset, scale, box = _scaling(X, self.bounds_X, "bounds_X", private, "X")

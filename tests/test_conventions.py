@@ -291,6 +291,41 @@ def test_dp_estimators_refuse_sample_weight_with_the_sensitivity_reason(estimato
         estimator.fit(X, y, weights=None)
 
 
+@pytest.mark.parametrize("estimator", ["DPLDA", "DPSigmoidBeliefNet"])
+def test_partial_fit_prints_its_release_in_the_shared_format(estimator, capsys):
+    rng = np.random.RandomState(0)
+    if estimator == "DPLDA":
+        model = skprivfact.DPLDA(2, epsilon=2.0, batch_size=25, max_iter=2, verbose=1)
+        X = rng.poisson(1.0, size=(100, 8))
+    else:
+        model = skprivfact.DPSigmoidBeliefNet(
+            2, epsilon=2.0, batch_size=25, max_iter=2, verbose=1, random_state=0
+        )
+        X = (rng.uniform(size=(100, 8)) < 0.3).astype(float)
+    spent = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        for _ in range(3):
+            model.partial_fit(X)
+            spent.append(model.privacy_spent_[0])
+    lines = capsys.readouterr().out.splitlines()
+    # One line per call, in the words of the fit's lines: the release made of
+    # the 2 passes x 4 planned, and the epsilon spent of the budget.
+    assert lines == [
+        f"{estimator}: release {i} of 8 (partial_fit), epsilon spent {e:.3g} of 2"
+        for i, e in enumerate(spent, start=1)
+    ]
+    # n_iter_ counts the passes of fit; partial_fit's steps are n_batch_iter_ - 1.
+    assert model.n_iter_ == 0 and model.n_batch_iter_ == 4
+
+
+def test_progress_line_without_timing():
+    progress = Progress(8, desc="fit", epsilon_budget=2.0, unit="release")
+    assert progress.line(3, epsilon_spent=0.5, step="partial_fit", timing=False) == (
+        "fit: release 3 of 8 (partial_fit), epsilon spent 0.5 of 2"
+    )
+
+
 # --- data home -------------------------------------------------------------
 
 

@@ -217,7 +217,7 @@ class PrivatePoissonMF(
         the model is fitted to the rest with each candidate (factor,
         component) pair, (0.1, 0.1), (0.1, 0.3), (0.1, 1) and (0.3, 1) when
         both are "auto" (a in 0.1, 0.3 or c in 0.1, 0.3, 1 when the other is
-        given), and each fit is scored by :func:`heldout_loglik` of the
+        given), and each fit is scored by :func:`~skprivfact.poisson_mf.heldout_loglik` of the
         held-out rows' own entries (under the noise model when private: the
         search reads nothing but the input). Fits whose components coincide
         (largest similarity above 0.95) are passed over, and the pair with the
@@ -1320,6 +1320,13 @@ class PrivatePoissonMF(
         X_new : ndarray of shape (n_samples, n_components)
             E[theta] of each row: CAVI's with q(phi) fixed, or after MCMC
             the mean of Gibbs sweeps over the rows (see Notes).
+
+        Notes
+        -----
+        The sweeps stop on the objective of all the rows given (``tol``, as
+        for :meth:`fit`, and as scikit-learn's ``NMF.transform`` stops), so a
+        row's factors can differ by a little with the rows it is transformed
+        with; a smaller ``tol`` takes every row nearer CAVI's fixed point.
         """
         check_is_fitted(self)
         dtype = _output_dtype(X)

@@ -48,7 +48,7 @@ def heldout_loglik(estimator, X, X_clean=None, *, held_out="entries", n_folds=2,
     """Log-likelihood per entry of held-out counts: clean ones, or the noisy ones.
 
     The fitted ``estimator`` (any transformer with ``components_`` whose
-    ``transform(X) @ components_`` are rates: :class:`PrivatePoissonMF`, or
+    ``transform(X) @ components_`` are rates: :class:`~skprivfact.PrivatePoissonMF`, or
     scikit-learn's ``NMF`` with ``beta_loss="kullback-leibler"``) infers the
     rows' factors from ``X``, the form of the held-out rows it was trained on
     (their privatized release, or its clipped version for a naive model),
@@ -84,7 +84,7 @@ def heldout_loglik(estimator, X, X_clean=None, *, held_out="entries", n_folds=2,
             default=None
         The clean counts of the same rows; None scores ``X`` itself under the
         noise model (``estimator`` then needs ``alpha_``, as
-        :class:`PrivatePoissonMF` has).
+        :class:`~skprivfact.PrivatePoissonMF` has).
     held_out : {"entries", "rows"}, default="entries"
         What the factors of the scored entries are inferred without.
     n_folds : int, default=2

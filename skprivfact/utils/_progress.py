@@ -152,13 +152,22 @@ class Progress:
         return per_iteration * (self.total - iteration)
 
     def line(
-        self, iteration, objective=None, epsilon_spent=None, now=None, *, step=None, eta=None
+        self,
+        iteration,
+        objective=None,
+        epsilon_spent=None,
+        now=None,
+        *,
+        step=None,
+        eta=None,
+        timing=True,
     ):
         """The progress line for ``iteration`` (without printing it).
 
         ``step`` (a text such as "release 4 of 40") says how far into the
         iteration the line is; ``eta`` (seconds) replaces the estimate from
-        whole iterations.
+        whole iterations; ``timing=False`` leaves out the elapsed time and the
+        ETA (a line about one step taken on its own, as by ``partial_fit``).
         """
         now = time.perf_counter() if now is None else now
         position = f"{self.unit} {iteration} of {self.total}"
@@ -170,10 +179,11 @@ class Progress:
             if self.epsilon_budget is not None:
                 spent += f" of {self.epsilon_budget:.3g}"
             parts.append(spent)
-        parts.append(f"elapsed {format_seconds(now - self._start)}")
-        if eta is None:
-            eta = self.eta(iteration, now)
-        parts.append(f"ETA {format_seconds(eta)}")
+        if timing:
+            parts.append(f"elapsed {format_seconds(now - self._start)}")
+            if eta is None:
+                eta = self.eta(iteration, now)
+            parts.append(f"ETA {format_seconds(eta)}")
         prefix = f"{self.desc}: " if self.desc else ""
         return prefix + ", ".join(parts)
 
