@@ -536,6 +536,18 @@ def test_partial_fit_spends_cumulatively_and_stops_before_the_budget(corpus):
     assert len(est.accountant_.history) == len(spent)
 
 
+def test_partial_fit_accounts_each_release_at_its_own_batch_rate():
+    # Each call samples its own documents at batch_size / n_documents of
+    # that call: a smaller corpus is sampled (and accounted) at a higher
+    # rate, which a plan-rate accountant would under-count.
+    X = np.random.RandomState(0).poisson(2.0, size=(100, 8))
+    est = DPLDA(2, epsilon=50.0, batch_size=10, doc_length=20, clip_norm=1.0,
+                max_doc_update_iter=3, max_iter=1)
+    est.partial_fit(X)
+    est.partial_fit(X[:20])
+    assert [rate for _, rate, _ in est.accountant_.history] == [0.1, 0.5]
+
+
 def test_partial_fit_refuses_a_first_step_beyond_the_budget(corpus):
     X, _ = corpus
     est = DPLDA(4, epsilon=0.01, noise_multiplier=0.5, batch_size=600, random_state=0)

@@ -1058,3 +1058,39 @@ def test_transform_of_training_rows_matches_fit_transform(synthetic, epsilon):
     assert_allclose(model.inverse_transform(factors), factors @ model.components_)
     with pytest.raises(ValueError, match="row factors"):
         model.inverse_transform(factors[:, :2])
+
+
+def test_privatize_draws_the_noise_at_the_estimators_epsilon_and_sensitivity(monkeypatch):
+    calls = []
+    original = _estimator.two_sided_geometric
+
+    def recording(*args, **kwargs):
+        calls.append(dict(zip(["epsilon", "sensitivity"], args)) | kwargs)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(_estimator, "two_sided_geometric", recording)
+    X = np.random.default_rng(0).poisson(2.0, size=(20, 6))
+    PrivatePoissonMF(2, epsilon=0.7, sensitivity=3, privatize=True, max_iter=3,
+                     random_state=0).fit(X)
+    assert len(calls) == 1
+    assert calls[0]["epsilon"] == 0.7 and calls[0]["sensitivity"] == 3
+
+
+def test_privatize_reads_the_counts_through_their_release_only(monkeypatch):
+    # Two inputs whose noise is forced to give the same release must give the
+    # same fitted attributes: anything else was read from the clean counts.
+    rng = np.random.default_rng(0)
+    release = rng.poisson(3.0, size=(20, 6)).astype(float)
+    states = []
+    for X in (rng.poisson(1.0, size=(20, 6)), rng.poisson(5.0, size=(20, 6))):
+        monkeypatch.setattr(
+            _estimator, "two_sided_geometric",
+            lambda epsilon, sensitivity, size, random_state, X=X: release - X,
+        )
+        model = PrivatePoissonMF(2, epsilon=1.0, privatize=True, max_iter=3,
+                                 random_state=0).fit(X)
+        states.append({k: v for k, v in vars(model).items() if k.endswith("_")})
+    assert states[0].keys() == states[1].keys()
+    for key, value in states[0].items():
+        if isinstance(value, np.ndarray) or np.isscalar(value):
+            np.testing.assert_array_equal(value, states[1][key], err_msg=key)

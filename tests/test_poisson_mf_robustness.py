@@ -24,10 +24,11 @@ from skprivfact.poisson_mf._noisy_count import posterior_count_moments
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _run_python(code, timeout):
-    """Run ``code`` in a fresh interpreter on this checkout; a hang fails the
-    test at ``timeout`` seconds instead of stalling the suite."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+def _run_python(code, timeout, **environment):
+    """Run ``code`` in a fresh interpreter on this checkout (``environment``
+    added to its variables); a hang fails the test at ``timeout`` seconds
+    instead of stalling the suite."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **environment}
     try:
         done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
                               capture_output=True, text=True, timeout=timeout)
@@ -127,7 +128,11 @@ def test_small_fits_start_no_thread_pool():
         _parallel.MIN_PARALLEL_WORK = 0
         print(fit_both())
     """
-    before, small, forced = map(int, _run_python(code, timeout=120).split())
+    # Two numba threads whatever the environment says (NUMBA_NUM_THREADS=1
+    # would start no pool even when forced).
+    before, small, forced = map(
+        int, _run_python(code, timeout=120, NUMBA_NUM_THREADS="2").split()
+    )
     assert small == before
     assert forced > before
 

@@ -866,10 +866,21 @@ def test_a_pld_budget_refuses_secure_fits():
 
 
 def _other_dataset(data):
-    """A dataset of the same shape with other values (columns and rows moved)."""
+    """A dataset of the same shape with other values: columns and rows moved,
+    and the values changed so that no statistic of the first survives (totals,
+    norms, the rows beyond the bounds or the clip, the labels' balance)."""
     X, y = data
     X_other = np.roll(X, 1, axis=1)[::-1].copy()
-    return X_other, None if y is None else y[::-1].copy()
+    if np.issubdtype(X.dtype, np.integer):
+        X_other = 3 * X_other + 1  # counts: longer documents, no empty word
+    elif np.isin(X, (0.0, 1.0)).all():
+        X_other = 1.0 - X_other  # binary rows
+    else:
+        X_other = 3.0 * X_other  # some rows beyond the bounds and the norm
+    if y is None:
+        return X_other, None
+    y_other = y[::-1].copy()
+    return X_other, 1 - y_other if np.issubdtype(y.dtype, np.integer) else -3.0 * y_other
 
 
 def _state(estimator):
@@ -940,6 +951,44 @@ def test_a_private_fit_reads_the_data_through_its_releases_only(
             fits.append(_state(copy.deepcopy(_fit(estimator, dataset))))
     with pytest.raises(AssertionError):
         _assert_same_state(*fits, name)
+
+
+@pytest.mark.parametrize("name", ["DPLDA", "DPSigmoidBeliefNet"])
+def test_partial_fit_reads_the_data_through_its_releases_only(name, monkeypatch, capsys):
+    # As for fit: with every release replaced by pure noise, two datasets
+    # give the same state and the same verbose lines, call after call.
+    original = PrivacyEngine.release
+
+    def noise_only(engine, blocks, sensitivities, **kwargs):
+        zeros = [np.zeros_like(np.asarray(block, dtype=float)) for block in blocks]
+        return original(engine, zeros, sensitivities, **kwargs)
+
+    monkeypatch.setattr(PrivacyEngine, "release", noise_only)
+    estimator, data, _, _ = CASES[name](1.0)
+    estimator.set_params(max_iter=3, verbose=1)
+    states, outputs = [], []
+    capsys.readouterr()
+    for X, _ in (data, _other_dataset(data)):
+        model = copy.deepcopy(estimator)
+        with warnings.catch_warnings(), reproducible_noise(5):
+            warnings.simplefilter("ignore")
+            for _ in range(2):
+                model.partial_fit(X)
+        states.append(_state(model))
+        outputs.append(capsys.readouterr().out)
+    assert "epsilon spent" in outputs[0]
+    assert outputs[0] == outputs[1]
+    _assert_same_state(*states, name)
+
+
+def test_batches_are_poisson_samples():
+    # The accountant's amplification is for Poisson subsampling: each batch
+    # keeps each row independently, so its size is Binomial(n, q) (variance
+    # n q (1 - q) = 90 here), not a fixed batch size (variance 0).
+    engine = PrivacyEngine(plan_privacy(1.0, 1e-5, sample_rate=0.1, n_releases=1000))
+    sizes = np.array([engine.sample(1000).size for _ in range(400)])
+    assert 45 < sizes.var() < 180
+    assert abs(sizes.mean() - 100) < 4
 
 
 def test_dplda_counts_row_gets_the_planned_noise_on_every_entry(spy):
