@@ -1,4 +1,4 @@
-"""bench_sep sections on accuracy: linear, mlp, private, private-linear, sweep."""
+"""bench_sep sections on accuracy: linear, mlp, private, private-linear, scaling, sweep."""
 
 import time
 
@@ -6,6 +6,7 @@ import numpy as np
 
 from _sep_common import (
     BOUNDS_WIDENING,
+    DATASETS,
     DELTA,
     INF,
     LARGE,
@@ -264,4 +265,54 @@ def section_private_linear(args, names):
             flush=True,
         )
     print("test RMSE, mean over splits, in the target's units")
+    print()
+
+
+def section_scaling(args, names):
+    """The location and scale release (scaling_share) against the bounds' map alone."""
+    names = [name for name in names if name in LARGE]
+    n_splits = args.n_splits or 3
+    print(
+        f"== scaling: epsilon=1, delta={DELTA:g}, scaling_share 0 (the bounds' map) "
+        f'against "auto", the private section\'s bounds and bounds 3x as wide, '
+        f"first {n_splits} splits =="
+    )
+    header = f"{'data set':<27}{'model':>7}{'bounds':>8}{'share 0':>10}{'auto':>10}{'ratio':>7}"
+    print(header)
+    print("-" * len(header))
+    for name in names:
+        X, y = load_uci(name)
+        hidden, _ = DATASETS[name]
+        public = (public_bounds(X), public_bounds(y))
+        widened = tuple(
+            (lower - (upper - lower), upper + (upper - lower))
+            for lower, upper in (
+                (np.asarray(b[0], dtype=float), np.asarray(b[1], dtype=float)) for b in public
+            )
+        )
+        for model in ("linear", "mlp"):
+            for label, (bounds_X, bounds_y) in (("public", public), ("3x", widened)):
+                rmse = {}
+                for share in (0.0, "auto"):
+                    rmse[share] = []
+                    for seed in range(n_splits):
+                        train, test = split(len(y), seed)
+                        estimator = DPSEPRegressor(
+                            model=model,
+                            hidden_units=hidden,
+                            epsilon=1.0,
+                            delta=DELTA,
+                            bounds_X=bounds_X,
+                            bounds_y=bounds_y,
+                            scaling_share=share,
+                            random_state=seed,
+                        )
+                        rmse[share].append(fit_and_score(estimator, X, y, train, test)["rmse"])
+                before, after = np.mean(rmse[0.0]), np.mean(rmse["auto"])
+                print(
+                    f"{name:<27}{model:>7}{label:>8}{before:>10.4g}{after:>10.4g}"
+                    f"{after / before:>7.3f}",
+                    flush=True,
+                )
+    print("test RMSE, mean over splits; ratio auto / share 0")
     print()

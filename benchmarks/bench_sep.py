@@ -3,7 +3,7 @@
 Run from the project root (with the package installed, or ``PYTHONPATH=.``)::
 
     python benchmarks/bench_sep.py [linear] [mlp] [raw] [private] [private-linear]
-        [sweep] [noise] [floor] [speed] [dpsgd]
+        [scaling] [sweep] [noise] [floor] [speed] [dpsgd]
         [--datasets kin8nm power-plant ...] [--n-splits N] [--protein-passes 40]
         [--save-json PATH] [--reference-json PATH] [--numba-threads 1]
         [--dpsgd-grid small|wide] [--dpsgd-splits 3]
@@ -29,6 +29,10 @@ private  epsilon = 1, delta = 1e-5, with bounds fixed before the splits (see
 private-linear
          linear SEP at epsilon = 1 on the sets with n >= 8000 (3 splits), with
          the noise level inferred and with it given, against no privacy
+scaling  the location and scale release: DPSEPRegressor at epsilon = 1 with
+         scaling_share=0 (the bounds' map alone) and "auto", linear and
+         network, on the sets with n >= 8000 (``--n-splits``, default 3), with
+         the private section's bounds and with bounds three times as wide
 sweep    clip_norm in {0.3, 1, 3, 10} at epsilon = 1 on one split of kin8nm
 noise    why the network loses accuracy under noise: the std of the privacy
          noise in each natural parameter of the posterior (the averaged factor
@@ -78,7 +82,7 @@ Without a section name every section runs. The UCI files are read from the
 else ../shared/data; sections that need them are skipped when it is absent).
 
 The sections live in ``_sep_accuracy.py`` (linear, mlp, raw, private,
-private-linear, sweep), ``_sep_noise.py`` (noise, floor) and
+private-linear, scaling, sweep), ``_sep_noise.py`` (noise, floor) and
 ``_sep_reference.py`` (dpsgd, speed), over the data and metrics of
 ``_sep_common.py``; whatever they read of the estimator's private state goes
 through ``_sep_internals.py``, which lists the public hooks of ``sep.py``
@@ -98,6 +102,7 @@ from _sep_accuracy import (
     section_private,
     section_private_linear,
     section_raw,
+    section_scaling,
     section_sweep,
 )
 from _sep_common import DATASETS, N_PASSES, UCI, print_uci_table
@@ -111,6 +116,7 @@ SECTIONS = (
     "raw",
     "private",
     "private-linear",
+    "scaling",
     "sweep",
     "noise",
     "floor",
@@ -248,6 +254,8 @@ def main(argv=None):
                 section_dpsgd(args, names, reference)
             elif section == "private-linear":
                 section_private_linear(args, names)
+            elif section == "scaling":
+                section_scaling(args, names)
             print(f"[{section}: {time.perf_counter() - start:.1f} s]\n", flush=True)
             if args.save_json is not None and saved:
                 args.save_json.write_text(json.dumps(saved, indent=1))

@@ -16,6 +16,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._pbp_kernels import mlp_predictive_moments, mlp_sites, noise_sites
+from .accounting import calibrate_noise_multiplier
 from .base import CentralPrivacyEstimator
 from .exceptions import PrivacyLeakWarning
 from .mechanisms import clip_rows, project_psd
@@ -57,6 +58,16 @@ _AUTO_MLP_FULL_DAMPING_ROWS = 16
 # noise (the noise and floor sections of benchmarks/bench_sep.py), as long as
 # the factor forgets its start.
 _AUTO_PRIVATE_DAMPING_PASSES = 4.0
+# Under noise with scaling_share > 0, a bounded column's map sends its
+# released mean +- this many (released) standard deviations to [-1, 1].
+_SCALING_WIDTH = 2.5
+# scaling_share="auto" spends this share where its release's means would carry
+# noise of std at most _AUTO_SCALING_MAX_NOISE (in half-widths of the bounds),
+# so that it can narrow a column's map to half its bounds or less
+# (_SCALING_WIDTH * sqrt(2 * 0.02) = 0.5); below that (few rows for the
+# columns and epsilon) the budget is better left to the fit.
+_AUTO_SCALING_SHARE = 0.1
+_AUTO_SCALING_MAX_NOISE = 0.02
 # max_iter="auto": _AUTO_PASSES passes under noise (the noise is calibrated
 # for them) and for the linear model; without noise the network makes about
 # _AUTO_MLP_ROW_UPDATES row updates, between _AUTO_PASSES and
@@ -136,6 +147,51 @@ def _apply_scaling(values, offset, scale, box, name, warn=True):
             )
         values = np.clip(values, box[0], box[1])
     return (values - offset) / scale
+
+
+def _released_location_scale(blocks, engine, width=_SCALING_WIDTH):
+    """Re-centre and re-scale each bounded column's map by its released
+    location and scale.
+
+    ``blocks`` holds ``(values, offset, scale, box)`` of the bounded columns
+    (inputs, target), ``values`` of shape (n_samples, k). Each record's values,
+    clipped to the box and mapped to [-1, 1], and their squares form one
+    vector of norm at most 1 once divided by ``sqrt(2 d)`` (``d`` columns in
+    all); the sum is released once over every record (the plan's preliminary
+    release). From the released means ``m`` and variances ``v`` (in the
+    bounds' units, half-widths) each column's map sends ``m - w`` and ``m + w``
+    to -1 and 1, with ``w = width * sqrt(v + 2 tau)`` (``tau`` the noise std
+    of a released mean or second moment, so that the noise rarely makes the
+    map narrower than the data) and at most 1: most of a column's values then
+    map into [-1, 1], and a column whose estimate the noise swamps keeps the
+    map of its bounds. Values are still clipped to the bounds only, so the
+    scaled values of a column's tails (or of the rare value of a skewed
+    one) may lie beyond [-1, 1]. Post-processing of the release; returns the
+    ``(offset, scale)`` of every block, in its units.
+    """
+    mapped = np.hstack(
+        [_apply_scaling(values, offset, scale, box, "", warn=False)
+         for values, offset, scale, box in blocks]
+    )
+    n_samples, n_columns = mapped.shape
+    norm = math.sqrt(2 * n_columns)
+    contributions = clip_rows(np.hstack([mapped, mapped**2]) / norm, 1.0)
+    (released,) = engine.release([contributions.sum(axis=0)], [1.0], preliminary=True)
+    (noise_std,) = engine.noise_scales([1.0], preliminary=True)
+    released = released * (norm / n_samples)
+    tau = noise_std * norm / n_samples
+    mean = np.clip(released[:n_columns], -1.0, 1.0)
+    variance = np.maximum(released[n_columns:] - mean**2, 0.0)
+    half_width = np.minimum(1.0, width * np.sqrt(variance + 2.0 * tau))
+    centre = np.clip(mean, half_width - 1.0, 1.0 - half_width)
+    maps, start = [], 0
+    for values, offset, scale, _ in blocks:
+        k = values.shape[1]
+        maps.append(
+            (offset + scale * centre[start : start + k], scale * half_width[start : start + k])
+        )
+        start += k
+    return maps
 
 
 def _noise_variance(fixed, shape, rate):
@@ -559,7 +615,16 @@ class DPSEPRegressor(
     Priors are fixed; the observation-noise precision has a Gamma factor that
     is part of the clipped, noised natural parameters (or is fixed by
     ``noise_variance``). Inputs and targets are mapped to [-1, 1]
-    by ``bounds_X`` and ``bounds_y`` and clipped to them. Not covered:
+    by ``bounds_X`` and ``bounds_y`` and clipped to them; with
+    ``scaling_share`` (by default where the data are large enough for it),
+    one more release, over every row before the updates, of the sum of each
+    row's bounded columns so mapped and of their squares (norm at most
+    ``sqrt(2 d)`` for ``d`` such columns, scaled to 1, with the plan's
+    preliminary noise) re-centres and re-scales each map so that the
+    released mean plus or minus 2.5 released standard deviations goes to
+    [-1, 1], values still clipped to the bounds only (post-processing; the
+    accountant composes this release with the updates, whose noise is
+    calibrated to what it leaves). Not covered:
     ``bounds_X=None`` or ``bounds_y=None``, which standardize with the data's
     own mean and standard deviation (a
     :class:`~skprivfact.exceptions.PrivacyLeakWarning` is issued and the
@@ -602,7 +667,9 @@ class DPSEPRegressor(
         Privacy budget of the whole fit, positive; ``float("inf")`` for no
         noise.
     delta : float, default=1e-5
-        Privacy parameter delta in (0, 1).
+        Privacy parameter delta in (0, 1); choose it well below ``1 /
+        n_samples`` (a fit whose ``delta`` is not warns with
+        :class:`~skprivfact.exceptions.PrivacyLeakWarning`).
     clip_norm : float, "auto" or None, default="auto"
         Bound ``C`` on the Euclidean norm of each row's site natural
         parameters (and of the factor). None disables clipping, allowed only
@@ -614,25 +681,24 @@ class DPSEPRegressor(
         ``gamma / n_samples`` of the factor. "auto" is ``min(1, 4 /
         max_iter)`` under noise (both models; 0.1 at the 40 passes of
         ``max_iter="auto"``): the start's weight in the factor,
-        ``exp(-damping * max_iter)``, falls
-        to 2%, and the factor the sites are computed at averages the noise of
-        about ``max_iter / 4`` passes' releases. On power-plant at
-        ``epsilon=1`` this took the network's test RMSE from 4.70 (damping
-        0.57, batch size 28) to 4.51 (0.1, 128) and the linear model's from
-        7.6 to 4.8, against 4.08 and 4.6 without privacy.
-        Without noise it is 1 for ``"linear"`` (plain SEP, exact in one
-        full-batch update) and ``min(1, 16 / batch_size)`` for ``"mlp"``: the
+        ``exp(-damping * max_iter)``, falls to 2%, and the factor the sites
+        are computed at averages the noise of about ``max_iter / 4`` passes'
+        releases, which gave lower test errors than larger dampings on the
+        UCI benchmarks. Without noise it is 1 for ``"linear"`` (plain SEP,
+        exact in one full-batch update) and ``min(1, 16 / batch_size)`` for
+        ``"mlp"``: the
         rows of a batch all update from the same cavity, and beyond about 16
         such updates at full weight the network occasionally ran away on the
-        UCI benchmarks (2 of 40 fits at batch size 32), which damping 0.5
-        cured; a small damping there only slows the fit.
-    batch_size : int or "auto", default="auto"
-        Expected batch size (Poisson sampling). "auto" uses every row in every
-        update for ``"linear"`` (whose sites do not depend on the cavity); for
-        ``"mlp"`` it is ``n_samples // 256`` between 1 and 32 without noise,
-        and ``n_samples // 32`` between 1 and 128 under noise, where the
-        small damping lets fewer, larger updates reach the same noise level
-        in less time.
+        UCI benchmarks, which damping 0.5 cured; a small damping there only
+        slows the fit.
+    batch_size : int, "auto" or None, default="auto"
+        Expected batch size (Poisson sampling); None (or at least
+        ``n_samples``) uses every row in every update. "auto" does so for
+        ``"linear"`` (whose sites do not depend on the cavity); for ``"mlp"``
+        it is ``n_samples // 256`` between 1 and 32 without noise, and
+        ``n_samples // 32`` between 1 and 128 under noise, where the small
+        damping lets fewer, larger updates reach the same noise level in less
+        time.
     max_iter : int or "auto", default="auto"
         Number of passes over the data; a pass is ``ceil(n_samples /
         batch_size)`` updates. The noise is calibrated for this many. "auto"
@@ -654,11 +720,30 @@ class DPSEPRegressor(
         ``epsilon=inf`` (raw data need no preprocessing; nothing is released),
         and a leak under noise, where it issues a
         :class:`~skprivfact.exceptions.PrivacyLeakWarning`. Under noise the map
-        comes from the bounds alone: no private estimate of the data's location
-        and scale is made, so bounds much wider than the data leave the scaled
-        inputs in a small part of [-1, 1].
+        comes from the bounds and, with ``scaling_share``, from a private
+        estimate of the data's location and scale within them.
     bounds_y : tuple (lower, upper) or None, default=None
-        Public bounds of the target, likewise.
+        Public bounds of the target, likewise; predictive means are clipped
+        to them.
+    scaling_share : float or "auto", default="auto"
+        Under noise, with ``bounds_X`` or ``bounds_y`` set: the share, in [0,
+        1), of the budget spent on one release of the means and variances of
+        the bounded columns (clipped to their bounds), counted in inverse
+        noise variance as for ``DPLDA``'s ``totals_share``. Each column's map
+        then sends its released mean plus or minus 2.5 released standard
+        deviations (the variance inflated by twice its noise's standard
+        deviation, so that the noise rarely makes the map narrower than the
+        data) to [-1, 1], so that bounds much wider than the data do not
+        crowd the scaled values; values are still clipped to the bounds only
+        (a tail or a rare value may map beyond [-1, 1]), and where the noise
+        swamps the estimate (few rows) the map stays that of the bounds. 0
+        maps by the bounds alone. "auto" spends 0.1
+        where the released means would carry noise of standard deviation at
+        most 0.02 half-widths of the bounds (``sqrt(2 d)`` times the noise
+        multiplier over ``n_samples``, ``d`` bounded columns), enough to
+        narrow a map to half its bounds, and nothing otherwise: with few rows
+        for the columns and epsilon the release could not narrow the maps and
+        its budget is worth more to the fit. Unused without noise.
     prior_precision : float or "auto", default="auto"
         Precision of the zero-mean Gaussian prior of every weight (in the
         scaled units; the network divides each layer's input by the square
@@ -680,21 +765,22 @@ class DPSEPRegressor(
     budget : PrivacyBudget, default=None
         A budget shared across fits, copies and a whole ``GridSearchCV``,
         charged by every release; a fit that would exceed it is refused
-        before it reads the data.
+        once the input is validated, before anything is released or charged.
     secure : bool, default=False
         Draw floating-point-safe noise: each release is rounded to a fine grid
         and gets exact discrete Gaussian noise from the operating system's
         cryptographic randomness (Mironov 2012 showed how textbook
         floating-point noise can leak). Needs full batches and
-        ``accountant="rdp"``; slower (pure Python, about 4e4 draws per second).
+        ``accountant="rdp"``; slower (a pure-Python sampler).
     verbose : int or "bar", default=0
         Progress in the format of every skprivfact estimator, per pass: 1
         prints about ten lines, 2 one per pass (the epsilon spent so far,
         elapsed time and time left); "bar" draws a tqdm bar (the ``progress``
         extra).
     random_state : int, RandomState instance or None, default=None
-        Seeds the network's initial means (not a release); batches and noise
-        never come from it.
+        Seeds the network's initial means (not a release), and the batches of
+        a fit without noise (``epsilon=inf``, no privacy); a private fit's
+        batches and noise never come from it.
 
     Attributes
     ----------
@@ -719,9 +805,15 @@ class DPSEPRegressor(
         Posterior mean of the observation-noise variance, in the units of
         ``y`` (``noise_variance`` when fixed).
     X_offset_, X_scale_ : ndarray of shape (n_features,)
-        The map ``(X - X_offset_) / X_scale_`` to the scaled inputs.
+        The map ``(X - X_offset_) / X_scale_`` to the scaled inputs (of
+        inputs clipped to ``bounds_X`` when it is set): the bounds' map, or
+        under noise with ``scaling_share`` the one from the released location
+        and scale.
     y_offset_, y_scale_ : float
         The map of the target, likewise.
+    scaling_share_ : float
+        The share of the budget the location and scale release took (0 when
+        there was none; see ``scaling_share``).
     noise_multiplier_ : float
         Noise std of each update relative to its sensitivity (0 without
         noise).
@@ -794,7 +886,8 @@ class DPSEPRegressor(
             None,
         ],
         "damping": [Interval(Real, 0, 1, closed="right"), StrOptions({"auto"})],
-        "batch_size": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
+        "batch_size": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"}), None],
+        "scaling_share": [Interval(Real, 0, 1, closed="left"), StrOptions({"auto"})],
         "max_iter": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "averaging_fraction": [Interval(Real, 0, 1, closed="right")],
         "bounds_X": [tuple, list, None],
@@ -819,6 +912,7 @@ class DPSEPRegressor(
         averaging_fraction=0.5,
         bounds_X=None,
         bounds_y=None,
+        scaling_share="auto",
         prior_precision="auto",
         noise_variance=None,
         accountant="rdp",
@@ -838,6 +932,7 @@ class DPSEPRegressor(
         self.averaging_fraction = averaging_fraction
         self.bounds_X = bounds_X
         self.bounds_y = bounds_y
+        self.scaling_share = scaling_share
         self.prior_precision = prior_precision
         self.noise_variance = noise_variance
         self.accountant = accountant
@@ -892,7 +987,9 @@ class DPSEPRegressor(
                 "noise is calibrated to the clipped sites' norm."
             )
         batch_size = self.batch_size
-        if batch_size == "auto":
+        if batch_size is None:
+            batch_size = n_samples
+        elif batch_size == "auto":
             if model_name == "linear":
                 batch_size = n_samples
             elif private:
@@ -920,9 +1017,31 @@ class DPSEPRegressor(
             damping = min(1.0, _AUTO_MLP_FULL_DAMPING_ROWS / batch_size)
         else:
             damping = 1.0
-        # Planned (and reserved against the budget) before the data are read.
-        engine = self._start_privacy(n_samples, batch_size, n_passes=n_passes)
+        # Bad bounds are refused before the budget is charged.
+        for bounds, name, n_columns in (
+            (self.bounds_X, "bounds_X", X.shape[1]),
+            (self.bounds_y, "bounds_y", 1),
+        ):
+            if bounds is not None:
+                _check_bounds(bounds, n_columns, name)
+        scaling_share = 0.0
+        if private:
+            n_bounded = (X.shape[1] if self.bounds_X is not None else 0) + (
+                self.bounds_y is not None
+            )
+            scaling_share = self._scaling_share(n_samples, n_bounded)
+        refine_scaling = scaling_share > 0
+        # Planned (and reserved against the budget) before anything is computed
+        # from the data.
+        engine = self._start_privacy(
+            n_samples,
+            batch_size,
+            n_passes=n_passes,
+            n_preliminary_releases=int(refine_scaling),
+            preliminary_share=scaling_share if refine_scaling else 0.5,
+        )
         self.damping_ = damping
+        self.scaling_share_ = scaling_share
         self.model_ = model_name
         self.clip_norm_ = clip_norm
         X_offset, X_scale, X_box = _scaling(X, self.bounds_X, "bounds_X", private, "X")
@@ -930,6 +1049,15 @@ class DPSEPRegressor(
         y_offset, y_scale, y_box = _scaling(y[:, None], self.bounds_y, "bounds_y", private, "y")
         # A constant target (a small cross-validation fold, say) is only centred.
         y_scale = np.where(y_scale > 0, y_scale, 1.0)
+        if refine_scaling:
+            blocks = {}
+            if X_box is not None:
+                blocks["X"] = (X, X_offset, X_scale, X_box)
+            if y_box is not None:
+                blocks["y"] = (y[:, None], y_offset, y_scale, y_box)
+            maps = dict(zip(blocks, _released_location_scale(list(blocks.values()), engine)))
+            X_offset, X_scale = maps.get("X", (X_offset, X_scale))
+            y_offset, y_scale = maps.get("y", (y_offset, y_scale))
         self.X_offset_, self.X_scale_, self._X_box = X_offset, X_scale, X_box
         self._y_box = y_box
         self.y_offset_, self.y_scale_ = float(y_offset[0]), float(y_scale[0])
@@ -998,11 +1126,16 @@ class DPSEPRegressor(
         self._n_features_out = 2
         return self
 
-    def _scaled_moments(self, X):
+    def _scaled_moments(self, X, warn=True):
         check_is_fitted(self)
         X = validate_data(self, X, dtype=np.float64, reset=False)
         X_scaled = _apply_scaling(
-            np.asarray(X, dtype=np.float64), self.X_offset_, self.X_scale_, self._X_box, "bounds_X"
+            np.asarray(X, dtype=np.float64),
+            self.X_offset_,
+            self.X_scale_,
+            self._X_box,
+            "bounds_X",
+            warn=warn,
         )
         return self._model.predict_moments(self._posterior, X_scaled, self._posterior_noise)
 
@@ -1024,7 +1157,10 @@ class DPSEPRegressor(
         y_std : ndarray of shape (n_samples,)
             Predictive standard deviations; only with ``return_std=True``.
         """
-        mean, variance, noise_var = self._scaled_moments(X)
+        return self._predict(X, return_std)
+
+    def _predict(self, X, return_std, warn=True):
+        mean, variance, noise_var = self._scaled_moments(X, warn=warn)
         y_mean = self.y_offset_ + self.y_scale_ * mean
         if self._y_box is not None:
             # The target is known to lie in bounds_y (public): so does its
@@ -1049,6 +1185,46 @@ class DPSEPRegressor(
             deviation, in the units of ``y``.
         """
         return np.column_stack(self.predict(X, return_std=True))
+
+    def _scaling_share(self, n_samples, n_bounded):
+        """The share of the budget the location and scale release takes (0:
+        none), from public quantities only."""
+        if n_bounded == 0:
+            return 0.0
+        if self.scaling_share != "auto":
+            return float(self.scaling_share)
+        noise_multiplier = calibrate_noise_multiplier(
+            self.epsilon,
+            self.delta,
+            accountant=self.accountant,
+            neighbouring_relation="substitution",
+        ) / math.sqrt(_AUTO_SCALING_SHARE)
+        mean_noise = noise_multiplier * math.sqrt(2 * n_bounded) / n_samples
+        return _AUTO_SCALING_SHARE if mean_noise <= _AUTO_SCALING_MAX_NOISE else 0.0
+
+    def fit_transform(self, X, y=None, **fit_params):
+        """Fit to ``(X, y)``, then :meth:`transform` ``X``.
+
+        In a private fit, rows of ``X`` beyond ``bounds_X`` are clipped
+        without the warning :meth:`transform` gives: whether a training row
+        lies beyond the bounds is not released.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training inputs.
+        y : array-like of shape (n_samples,)
+            Training targets.
+        **fit_params : dict
+            None accepted (see :meth:`fit`).
+
+        Returns
+        -------
+        moments : ndarray of shape (n_samples, 2)
+            As :meth:`transform` gives them.
+        """
+        self.fit(X, y, **fit_params)
+        return np.column_stack(self._predict(X, return_std=True, warn=not self._is_private))
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -17,9 +17,9 @@ from sklearn.preprocessing import StandardScaler
 
 from skprivfact import sep
 from skprivfact._pbp_kernels import mlp_predictive_moments, mlp_sites, noise_sites
-from skprivfact.accounting import calibrate_noise_multiplier
+from skprivfact.accounting import calibrate_noise_multiplier, make_accountant
 from skprivfact.exceptions import PrivacyLeakWarning, ReproducibleNoiseWarning
-from skprivfact.privacy import PrivacyEngine
+from skprivfact.privacy import PrivacyBudget, PrivacyEngine, plan_privacy
 from skprivfact.sep import DPSEPRegressor
 from skprivfact.utils._testing import gaussian_kl
 
@@ -694,6 +694,219 @@ def test_batches_are_poisson_samples(monkeypatch):
     assert stats.chi2.sf(statistic, df=100) > 1e-4
 
 
+def test_scaling_release_sums_the_mapped_columns_and_squares_within_norm_one(monkeypatch):
+    # The location and scale release comes first, over every row: each row's
+    # bounded columns clipped and mapped to [-1, 1] (here the bounds are
+    # [-1, 1]: clipping only) and their squares, over sqrt(2 d), a vector of
+    # norm at most 1 whatever the row, the sensitivity the engine is told;
+    # the accountant composes it with the updates.
+    clipped_rows = []
+    original_clip = sep.clip_rows
+
+    def recording_clip(rows, max_norm):
+        clipped = original_clip(rows, max_norm)
+        clipped_rows.append((np.array(rows, copy=True), max_norm, clipped))
+        return clipped
+
+    monkeypatch.setattr(sep, "clip_rows", recording_clip)
+    spy = ReleaseSpy(monkeypatch)
+    X, y = adversarial_data(400)
+    reg = DPSEPRegressor(
+        epsilon=2.0, max_iter=3, bounds_X=(-1, 1), bounds_y=(-1, 1),
+        scaling_share=0.2, random_state=0,
+    ).fit(X, y)
+    assert reg.scaling_share_ == 0.2 and reg.n_releases_ == 3 + 1
+    first = spy.calls[0]
+    assert first["sensitivities"] == [1.0]
+    columns = np.column_stack([np.clip(X, -1, 1), np.clip(y, -1, 1)])
+    rows = np.hstack([columns, columns**2]) / math.sqrt(2 * 4)
+    assert np.linalg.norm(rows, axis=1).max() <= 1.0 + 1e-12
+    np.testing.assert_allclose(first["clean"][0], rows.sum(axis=0), rtol=1e-12)
+    _, max_norm, clipped = clipped_rows[0]
+    assert max_norm == 1.0
+    assert np.linalg.norm(clipped, axis=1).max() <= 1.0 + 1e-12
+    # The noise of the updates is calibrated to what the release leaves.
+    plan = reg._engine.plan
+    assert plan.n_preliminary_releases == 1
+    expected = (
+        make_accountant("rdp", "substitution")
+        .compose(plan.preliminary_noise_multiplier, 1.0, 1)
+        .compose(reg.noise_multiplier_, 1.0, 3)
+        .get_epsilon(reg.delta)
+    )
+    assert reg.privacy_spent_[0] == pytest.approx(expected, rel=1e-9)
+    assert 0.98 * 2.0 < reg.privacy_spent_[0] <= 2.0
+
+
+def _scaling_engine(share=0.1):
+    plan = plan_privacy(
+        1.0, 1e-5, sample_rate=1.0, n_releases=1,
+        neighbouring_relation="substitution",
+        n_preliminary_releases=1, preliminary_share=share,
+    )
+    return PrivacyEngine(plan)
+
+
+def test_released_location_and_scale_follow_their_formula(monkeypatch):
+    # With the release's noise replaced by a known vector, the map is exactly
+    # the documented one: centre m, half-width 2.5 sqrt(v + 2 tau) (at most
+    # 1, inside [-1, 1]), m and v the released mean and variance in the
+    # bounds' units, tau the noise std of a released mean.
+    rng = np.random.RandomState(0)
+    n_samples = 5000
+    values = rng.normal([5.0, -3.0, 0.0], [1.0, 4.0, 30.0], size=(n_samples, 3))
+    offset, scale = np.zeros(3), np.full(3, 20.0)
+    box = (offset - scale, offset + scale)
+    engine = _scaling_engine()
+    shift = rng.normal(size=6)
+    original = PrivacyEngine.release
+
+    def release(self, blocks, sensitivities, **kwargs):
+        original(self, blocks, sensitivities, **kwargs)  # the accountant's step
+        return [blocks[0] + shift]
+
+    monkeypatch.setattr(PrivacyEngine, "release", release)
+    ((new_offset, new_scale),) = sep._released_location_scale(
+        [(values, offset, scale, box)], engine
+    )
+    (noise_std,) = engine.noise_scales([1.0], preliminary=True)
+    norm = math.sqrt(2 * 3)
+    mapped = np.clip(values, -20, 20) / 20
+    released = (np.hstack([mapped, mapped**2]).sum(axis=0) / norm + shift) * norm / n_samples
+    tau = noise_std * norm / n_samples
+    mean = np.clip(released[:3], -1, 1)
+    half_width = np.minimum(1.0, 2.5 * np.sqrt(np.maximum(released[3:] - mean**2, 0) + 2 * tau))
+    centre = np.clip(mean, half_width - 1, 1 - half_width)
+    np.testing.assert_allclose(new_offset, 20 * centre, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(new_scale, 20 * half_width, rtol=1e-12)
+    # The third column's spread exceeds the bounds: its map stays theirs.
+    assert new_scale[2] == 20.0 and new_offset[2] == 0.0
+
+
+@pytest.mark.parametrize("n_samples", [200_000, 60])
+def test_released_location_and_scale_fit_wide_bounds_to_the_data(n_samples):
+    # Columns of mean (5, -3) and std (1, 4) inside bounds ten to twenty times
+    # wider: with many rows the map sends the mean plus or minus 2.5 stds
+    # (inflated by twice the noise std of a released second moment) to
+    # [-1, 1]; with few, the noise swamps the estimate and the map stays the
+    # bounds'.
+    rng = np.random.RandomState(0)
+    values = rng.normal([5.0, -3.0], [1.0, 4.0], size=(n_samples, 2))
+    engine = _scaling_engine()
+    offset, scale = np.zeros(2), np.full(2, 20.0)
+    ((new_offset, new_scale),) = sep._released_location_scale(
+        [(values, offset, scale, (offset - scale, offset + scale))], engine
+    )
+    assert engine.n_releases == 1
+    (noise_std,) = engine.noise_scales([1.0], preliminary=True)
+    # Noise std of a released mean or second moment, in the bounds' units
+    # (half-widths), and of the released variance in the data's units.
+    tau = noise_std * math.sqrt(2 * 2) / n_samples
+    variance_noise = tau * scale**2
+    if n_samples > 1000:
+        assert np.all(np.abs(new_offset - [5.0, -3.0]) < 10 * tau * scale)
+        implied_variance = (new_scale / 2.5) ** 2 - 2 * variance_noise
+        assert np.all(np.abs(implied_variance - [1.0, 16.0]) < 5 * variance_noise)
+    else:
+        np.testing.assert_array_equal(new_scale, scale)
+        np.testing.assert_array_equal(new_offset, offset)
+
+
+@pytest.mark.parametrize("accountant", ["rdp", "pld"])
+def test_auto_scaling_share_spends_only_where_the_release_can_narrow_the_map(accountant):
+    if accountant == "pld":
+        pytest.importorskip("dp_accounting")
+    # The rule, from public quantities only: spend 0.1 where a released mean
+    # would carry noise of std at most 0.02 half-widths of the bounds, that
+    # is sqrt(2 d) times the multiplier of a release at that share (under
+    # substitution, with the fit's accountant) over n_samples, at most 0.02.
+    sigma = calibrate_noise_multiplier(
+        1.0, 1e-5, accountant=accountant, neighbouring_relation="substitution"
+    ) / math.sqrt(0.1)
+    estimator = DPSEPRegressor(epsilon=1.0, accountant=accountant)
+    for n_bounded in (1, 6, 30):
+        threshold = sigma * math.sqrt(2 * n_bounded) / 0.02
+        assert estimator._scaling_share(math.ceil(threshold * 1.01), n_bounded) == 0.1
+        assert estimator._scaling_share(math.floor(threshold * 0.99), n_bounded) == 0.0
+        assert estimator._scaling_share(10**9, 0) == 0.0
+    X, y = make_linear(300)
+    params = {"epsilon": 1.0, "max_iter": 2, "bounds_X": BOUNDS_X, "bounds_y": BOUNDS_Y,
+              "accountant": accountant}
+    small = DPSEPRegressor(**params).fit(X, y)
+    assert small.scaling_share_ == 0.0 and small.n_releases_ == 2
+    big_X, big_y = make_linear(30_000)
+    big = DPSEPRegressor(**params).fit(big_X, big_y)
+    assert big.scaling_share_ == 0.1 and big.n_releases_ == 3
+    assert big.privacy_spent_[0] <= 1.0
+    # Nothing to narrow without bounds, nothing released without noise.
+    with pytest.warns(PrivacyLeakWarning):
+        unbounded = DPSEPRegressor(**{**params, "bounds_X": None, "bounds_y": None}).fit(
+            big_X, big_y
+        )
+    assert unbounded.scaling_share_ == 0.0 and unbounded.n_releases_ == 2
+    exact = DPSEPRegressor(**{**params, "epsilon": INF}).fit(big_X, big_y)
+    assert exact.scaling_share_ == 0.0
+    np.testing.assert_array_equal(exact.X_scale_, (BOUNDS_X[1] - BOUNDS_X[0]) / 2)
+
+
+def test_a_released_map_fits_wide_bounds_and_clips_at_the_bounds_only():
+    X, y = make_linear(30_000)
+    wide_X, wide_y = (-20.0, 20.0), (-60.0, 60.0)
+    reg = DPSEPRegressor(
+        epsilon=1.0, max_iter=5, bounds_X=wide_X, bounds_y=wide_y, random_state=0
+    ).fit(X, y)
+    assert reg.scaling_share_ == 0.1
+    # The data's inputs span [-1, 3]: the released map is much narrower than
+    # the bounds' (half-width 20) and centred on the data.
+    assert np.all(reg.X_scale_ < 10.0) and np.all(np.abs(reg.X_offset_ - 1.0) < 1.0)
+    # Inputs are clipped at the bounds only: inside them the model is linear
+    # in the input (no silent clip at the map's edge), and beyond them a
+    # point predicts as the bound, with a warning.
+    X_test, _ = make_linear(200, seed=1)
+    far = np.vstack([X_test, np.full((1, COEF.size), 15.0)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_allclose(
+            reg.predict(far), far @ reg.coef_ + reg.intercept_, rtol=1e-9, atol=1e-9
+        )
+    with pytest.warns(UserWarning, match="outside bounds_X"):
+        beyond = reg.predict(np.full((1, COEF.size), 25.0))
+    np.testing.assert_array_equal(beyond, reg.predict(np.full((1, COEF.size), 20.0)))
+    assert np.sqrt(np.mean((reg.predict(X_test) - X_test @ COEF - INTERCEPT) ** 2)) < 0.5
+
+
+def test_a_rare_value_keeps_its_effect_under_the_released_map():
+    # A binary column with 1% ones and a target that is large only there:
+    # the released map puts the ones far beyond [-1, 1] (2.5 stds of the
+    # column are about 0.25), and since values are clipped at the bounds
+    # only the model still sees, and predicts, the rare group's targets.
+    rng = np.random.RandomState(0)
+    n_samples = 40_000
+    X = np.column_stack([rng.uniform(size=(n_samples, 2)), rng.uniform(size=n_samples) < 0.01])
+    y = 5.0 * X[:, 2] + X[:, 0] + 0.1 * rng.normal(size=n_samples)
+    reg = DPSEPRegressor(
+        epsilon=1.0, max_iter=10, bounds_X=(0.0, 1.0), bounds_y=(-2.0, 7.0), random_state=0
+    ).fit(X, y)
+    assert reg.scaling_share_ == 0.1 and reg.X_scale_[2] < 0.5
+    rare = np.array([[0.5, 0.5, 1.0]])
+    assert abs(reg.predict(rare)[0] - 5.5) < 0.5
+
+
+def test_bad_bounds_are_refused_before_the_budget_is_charged():
+    budget = PrivacyBudget(5.0, 1e-5)
+    X, y = make_linear(200)
+    reg = DPSEPRegressor(
+        epsilon=1.0, max_iter=2, bounds_X=BOUNDS_X, bounds_y=BOUNDS_Y, budget=budget
+    ).fit(X, y)
+    coef, spent = reg.coef_.copy(), budget.spent
+    for bad in [{"bounds_X": (1.0, 0.0)}, {"bounds_y": (0.0, np.inf)}]:
+        with pytest.raises(ValueError, match="bound"):
+            reg.set_params(**bad).fit(X, y)
+        reg.set_params(bounds_X=BOUNDS_X, bounds_y=BOUNDS_Y)
+    assert budget.n_fits == 1 and budget.spent == spent
+    np.testing.assert_array_equal(reg.coef_, coef)
+
+
 # 4. scikit-learn contract ----------------------------------------------------
 
 
@@ -843,6 +1056,19 @@ def test_bad_input_is_rejected():
         reg.predict(X[:, :2])
 
 
+def test_batch_size_none_uses_every_row_as_other_estimators_do():
+    X, y = make_linear(200)
+    params = {"model": "mlp", "hidden_units": 4, "max_iter": 3, "random_state": 0,
+              "bounds_X": BOUNDS_X, "bounds_y": BOUNDS_Y}
+    full = DPSEPRegressor(batch_size=None, **params).fit(X, y)
+    assert full.sample_rate_ == 1.0
+    # Without noise, as a batch of every row (the same updates, deterministic).
+    reference = DPSEPRegressor(batch_size=200, **params).fit(X, y)
+    np.testing.assert_array_equal(full.predict(X), reference.predict(X))
+    private = DPSEPRegressor(batch_size=None, epsilon=1.0, **params).fit(X, y)
+    assert private.sample_rate_ == 1.0 and private.n_releases_ == 3
+
+
 @pytest.mark.parametrize("model", ["linear", "mlp"])
 def test_values_outside_the_bounds_are_clipped_and_said_only_without_privacy(model):
     X, y = make_linear(200)
@@ -873,6 +1099,12 @@ def test_values_outside_the_bounds_are_clipped_and_said_only_without_privacy(mod
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=".*outside bounds")
         DPSEPRegressor(**{**params, "epsilon": 1.0}).fit(X, y_out)
+        # ...and so does fit_transform on its training rows, which transform
+        # alone would warn about.
+        private = DPSEPRegressor(**{**params, "epsilon": 1.0})
+        moments = private.fit_transform(X, y_out)
+    with pytest.warns(UserWarning, match="outside bounds_X"):
+        np.testing.assert_array_equal(moments, private.transform(X))
     # Prediction clips too: a point beyond the bound predicts as the bound.
     with pytest.warns(UserWarning, match="outside bounds_X"):
         outside = reg.predict(X[:1], return_std=True)
@@ -922,7 +1154,8 @@ def test_private_linear_fit_recovers_the_coefficients():
         "bounds_y": BOUNDS_Y,
         "noise_variance": NOISE_STD**2,
     }
-    private = DPSEPRegressor(epsilon=1.0, random_state=0, **params).fit(X, y)
+    # The bounds' map alone (no location and scale release), as without noise.
+    private = DPSEPRegressor(epsilon=1.0, random_state=0, scaling_share=0, **params).fit(X, y)
     clipped = DPSEPRegressor(epsilon=INF, **params).fit(X, y)
     assert private.privacy_spent_[0] <= 1.0
     truth = np.r_[COEF, INTERCEPT]
