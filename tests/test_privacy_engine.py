@@ -900,6 +900,19 @@ def _assert_same_state(first, second, name):
             assert pickle.dumps(value) == pickle.dumps(other), f"{name}.{key}"
 
 
+def _release_noise_only(monkeypatch):
+    """Make every release pure noise (the engine's own, from its stream);
+    returns the original release."""
+    original = PrivacyEngine.release
+
+    def noise_only(engine, blocks, sensitivities, **kwargs):
+        zeros = [np.zeros_like(np.asarray(block, dtype=float)) for block in blocks]
+        return original(engine, zeros, sensitivities, **kwargs)
+
+    monkeypatch.setattr(PrivacyEngine, "release", noise_only)
+    return original
+
+
 # Settings beyond each case's defaults whose private fits take other paths.
 _VARIANTS = [(name, {}) for name in DP_ESTIMATORS] + [
     ("DPSEPRegressor", {"model": "mlp", "hidden_units": 3, "batch_size": 10}),
@@ -918,13 +931,7 @@ def test_a_private_fit_reads_the_data_through_its_releases_only(
     # seed): two datasets of the same shape must then give identical fitted
     # attributes, private ones included, and identical warnings and verbose
     # output. Anything else that differs was read from the data without noise.
-    original = PrivacyEngine.release
-
-    def noise_only(engine, blocks, sensitivities, **kwargs):
-        zeros = [np.zeros_like(np.asarray(block, dtype=float)) for block in blocks]
-        return original(engine, zeros, sensitivities, **kwargs)
-
-    monkeypatch.setattr(PrivacyEngine, "release", noise_only)
+    original = _release_noise_only(monkeypatch)
     estimator, data, _, _ = CASES[name](1.0)
     estimator.set_params(max_iter=3, verbose=2, **params)
     states, messages, outputs = [], [], []
@@ -957,13 +964,7 @@ def test_a_private_fit_reads_the_data_through_its_releases_only(
 def test_partial_fit_reads_the_data_through_its_releases_only(name, monkeypatch, capsys):
     # As for fit: with every release replaced by pure noise, two datasets
     # give the same state and the same verbose lines, call after call.
-    original = PrivacyEngine.release
-
-    def noise_only(engine, blocks, sensitivities, **kwargs):
-        zeros = [np.zeros_like(np.asarray(block, dtype=float)) for block in blocks]
-        return original(engine, zeros, sensitivities, **kwargs)
-
-    monkeypatch.setattr(PrivacyEngine, "release", noise_only)
+    _release_noise_only(monkeypatch)
     estimator, data, _, _ = CASES[name](1.0)
     estimator.set_params(max_iter=3, verbose=1)
     states, outputs = [], []
