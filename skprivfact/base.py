@@ -44,9 +44,9 @@ class CentralPrivacyEstimator(BaseEstimator):
     reports an infinite epsilon.
 
     Subclasses call :meth:`_start_privacy` once per fit (once the input is
-    validated, before any release: it calibrates the noise and reserves the plan against ``budget``),
-    release through ``self._engine``; ``privacy_spent_``, ``n_releases_`` and
-    ``accountant_`` read the engine.
+    validated, before any release: it calibrates the noise and reserves the
+    plan against ``budget``), release through ``self._engine``;
+    ``privacy_spent_``, ``n_releases_`` and ``accountant_`` read the engine.
     A subclass whose algorithm does not use the number of records when it
     uses every record in every release sets ``_full_batch_is_n_free = True``:
     its guarantee is then for adding or removing one record; otherwise it is
@@ -249,7 +249,11 @@ class CentralPrivacyEstimator(BaseEstimator):
         if not self.verbose:
             return
         engine = self._engine
-        progress = self._make_progress(engine.plan.n_releases, unit="release")
+        plan = engine.plan
+        # engine.n_releases counts the preliminary releases too.
+        progress = self._make_progress(
+            plan.n_releases + plan.n_preliminary_releases, unit="release"
+        )
         print(
             progress.line(
                 engine.n_releases,

@@ -22,9 +22,8 @@ class PrivacyLeakWarning(UserWarning):
 class PrivacyBudgetExceededError(ValueError):
     """A release would spend more privacy than the estimator's budget allows.
 
-    Raised once the input is validated and before anything is computed from
-    it or released, so the budget already spent is unchanged when this error
-    is seen.
+    Raised before anything is released or charged, so the budget already
+    spent is unchanged when this error is seen.
     """
 
 

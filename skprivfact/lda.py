@@ -666,9 +666,9 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
     ``lambda``, yet it is divided by the number of words of ``X``: on a
     held-out set it dominates, and for a private model, whose ``lambda``
     carries noise on every entry, it is enormous (orders of magnitude above
-    the document-only figure), so that a comparison of models, or a ``GridSearchCV`` over ``epsilon`` or
-    ``clip_norm``, would rank the noise of ``lambda`` rather than the
-    prediction of held-out words. Both methods agree (``perplexity =
+    the document-only figure), so that a comparison of models, or a
+    ``GridSearchCV`` over ``epsilon`` or ``clip_norm``, would rank the noise
+    of ``lambda`` rather than the prediction of held-out words. Both methods agree (``perplexity =
     exp(-score / number of words)``), as scikit-learn's do.
 
     With ``floor_negatives="pooled"`` the step keeps the running average

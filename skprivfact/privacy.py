@@ -129,8 +129,9 @@ class PrivacyBudget:
     Pass the same budget as ``budget=`` to every DP estimator fitted on the
     dataset. Each release of each fit is charged to it, and a fit whose plan
     would take the total beyond ``(epsilon, delta)`` is refused once its input
-    is validated, before anything is released or charged (:class:`~skprivfact.exceptions.PrivacyBudgetExceededError`). The
-    budget is shared, not copied, by :func:`sklearn.base.clone`,
+    is validated, before anything is released or charged
+    (:class:`~skprivfact.exceptions.PrivacyBudgetExceededError`). The budget
+    is shared, not copied, by :func:`sklearn.base.clone`,
     :func:`copy.deepcopy` and so by ``GridSearchCV``: the total over all the
     fits of a search, refit included, is in :attr:`spent`. Fits on subsets of
     the dataset (cross-validation folds) are charged in full, an upper bound.
