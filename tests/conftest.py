@@ -6,9 +6,14 @@ same ``random_state`` and compare). Tests of the real, secret randomness of
 releases opt out with ``@pytest.mark.secret_noise``.
 """
 
+from collections import namedtuple
+
 import pytest
 
+from skprivfact import mechanisms
 from skprivfact.privacy import reproducible_noise
+
+DiscreteGaussianCall = namedtuple("DiscreteGaussianCall", "sigma random_state")
 
 
 def pytest_configure(config):
@@ -26,3 +31,17 @@ def _reproducible_releases(request):
         return
     with reproducible_noise(20261124):
         yield
+
+
+@pytest.fixture
+def discrete_gaussian_calls(monkeypatch):
+    """Every draw of the secure sampler: its std (in grid steps) and randomness."""
+    calls = []
+    original = mechanisms.discrete_gaussian
+
+    def recording(sigma, size=None, *, random_state=None):
+        calls.append(DiscreteGaussianCall(sigma, random_state))
+        return original(sigma, size, random_state=random_state)
+
+    monkeypatch.setattr(mechanisms, "discrete_gaussian", recording)
+    return calls

@@ -647,28 +647,22 @@ def test_two_sided_geometric_bad_input(args, kwargs, message):
 
 
 @pytest.mark.parametrize("size", [1, 5, 40])
-def test_secure_release_noise_scale_and_grid_are_the_proven_ones(monkeypatch, size):
+def test_secure_release_noise_scale_and_grid_are_the_proven_ones(
+    discrete_gaussian_calls, size
+):
     # The secure Gaussian mechanism rounds each block to a power-of-two grid
     # whose rounding moves it by at most _SECURE_GRID_FRACTION times the
     # sensitivity (the finest such power, for accuracy), and draws discrete
     # Gaussian noise of std (1 + that fraction) times the continuous one, in
     # grid steps. A smaller std, or a coarser grid than the proof allows, is
     # caught exactly (a statistical test of the noise would not see 0.2%).
-    seen = []
-    original = mechanisms.discrete_gaussian
-
-    def recording(sigma, size=None, *, random_state=None):
-        seen.append(sigma)
-        return original(sigma, size, random_state=random_state)
-
-    monkeypatch.setattr(mechanisms, "discrete_gaussian", recording)
     sensitivity, multiplier = 0.7, 3.0
     released = mechanisms.gaussian_mechanism(
         [np.linspace(-1, 1, size)], [sensitivity], multiplier, secure=True,
         random_state=random.Random(0),
     )[0]
     fraction = mechanisms._SECURE_GRID_FRACTION
-    (sigma_in_steps,) = seen
+    ((sigma_in_steps, _),) = discrete_gaussian_calls
     step = multiplier * sensitivity * (1 + fraction) / sigma_in_steps
     assert math.log2(step) == round(math.log2(step))  # a power of two
     assert step * math.sqrt(size) <= fraction * sensitivity < 2 * step * math.sqrt(size)

@@ -730,17 +730,11 @@ def test_discrete_gaussian_has_the_exact_distribution():
 
 
 @pytest.mark.secret_noise
-def test_secure_releases_are_discrete_gaussian_on_a_grid(spy, monkeypatch):
+def test_secure_releases_are_discrete_gaussian_on_a_grid(
+    spy, monkeypatch, discrete_gaussian_calls
+):
     from skprivfact import mechanisms
 
-    calls = []
-    original = mechanisms.discrete_gaussian
-
-    def recording(sigma, size=None, *, random_state=None):
-        calls.append(random_state)
-        return original(sigma, size, random_state=random_state)
-
-    monkeypatch.setattr(mechanisms, "discrete_gaussian", recording)
     monkeypatch.setattr(
         PrivacyEngine,
         "generator",
@@ -752,7 +746,10 @@ def test_secure_releases_are_discrete_gaussian_on_a_grid(spy, monkeypatch):
     import secrets
 
     # The operating system's cryptographic randomness.
-    assert calls and all(isinstance(rng, secrets.SystemRandom) for rng in calls)
+    assert discrete_gaussian_calls and all(
+        isinstance(call.random_state, secrets.SystemRandom)
+        for call in discrete_gaussian_calls
+    )
     sigma = estimator.noise_multiplier_
     for i, sensitivity in enumerate(spy.calls[0]["sensitivities"]):
         scale = sigma * math.sqrt(2) * sensitivity * (1 + mechanisms._SECURE_GRID_FRACTION)
