@@ -1,9 +1,9 @@
-"""What the tight accountant buys: noise multipliers and utility, RDP against PLD.
+"""The accountants: what the tight one buys (RDP against PLD), and their speed.
 
 Run from the project root (with the package installed, or ``PYTHONPATH=.``),
 one section or all::
 
-    python benchmarks/bench_accountants.py [calibration] [adult] [kos]
+    python benchmarks/bench_accountants.py [calibration] [adult] [kos] [speed]
 
 calibration  the noise multiplier each accountant calibrates for the plans
              the estimators make (epsilon 0.5 to 8, delta 1e-5, both
@@ -13,10 +13,17 @@ adult        DPBayesLogReg (full batch, the defaults) on Adult, 10 random 80/20
 kos          DPLDA on KOS (3087 training documents, K = 10, batch 300, 2
              passes, doc_length 100), 3 splits: held-out document-only
              perplexity at epsilon 1, 2 and 4 with either accountant
+speed        time to compute epsilon after 10,000 steps: skprivfact's RDP
+             accountant against dp-accounting's (from the ``test`` extra),
+             both in this process on the same settings, each timing from a
+             fresh accountant and an empty cache; medians and their ratio
 
-The data are read from ../shared/data (a section is skipped without them).
+The data are read from ``skprivfact.datasets.get_data_home()`` (``SKPRIVFACT_DATA``,
+else ../shared/data; a section is skipped without them).
 """
 
+import logging
+import statistics
 import sys
 import time
 import warnings
@@ -26,14 +33,15 @@ import numpy as np
 from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import train_test_split
 
-from skprivfact import DPLDA, DPBayesLogReg
+from skprivfact import DPLDA, DPBayesLogReg, accounting
 from skprivfact.accounting import calibrate_noise_multiplier
-from skprivfact.datasets import load_adult
+from skprivfact.datasets import get_data_home, load_adult
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _lda_corpora import load_kos, split_documents  # noqa: E402
+from _lda_corpora import load_kos, split_documents
+from _sections import run_sections
 
-ADULT = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "adult"
+ADULT = get_data_home() / "adult"
 DELTA = 1e-5
 
 # (sampling rate, releases): full batch 10 iterations (DPBayesLogReg), one
@@ -139,9 +147,77 @@ def section_kos():
         print(line, flush=True)
 
 
-SECTIONS = {"calibration": section_calibration, "adult": section_adult, "kos": section_kos}
+SPEED_STEPS = 10_000
+# (noise multiplier, sampling rate) of the speed section.
+SPEED_SETTINGS = [(1.1, 0.01), (0.8, 0.001), (2.0, 0.1), (5.0, 0.05), (0.6, 0.01)]
+SPEED_REPEATS = 7
+
+
+def median_seconds(function, *args):
+    times = []
+    for _ in range(SPEED_REPEATS):
+        start = time.perf_counter()
+        function(*args)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def section_speed():
+    try:
+        from dp_accounting import dp_event
+        from dp_accounting.rdp import rdp_privacy_accountant
+    except ImportError:
+        print("[speed] skipped: needs dp-accounting (pip install '.[test]')")
+        return
+    logging.getLogger("absl").setLevel(logging.ERROR)
+
+    def ours(noise_multiplier, sample_rate):
+        # An empty per-(sigma, q) cache: every timing computes the RDP series.
+        accounting._cached_rdp_one_step.cache_clear()
+        accountant = accounting.RDPAccountant()
+        accountant.compose(noise_multiplier, sample_rate, SPEED_STEPS)
+        return accountant.get_epsilon(DELTA)
+
+    def reference(noise_multiplier, sample_rate):
+        accountant = rdp_privacy_accountant.RdpAccountant()
+        event = dp_event.PoissonSampledDpEvent(
+            sample_rate, dp_event.GaussianDpEvent(noise_multiplier)
+        )
+        return accountant.compose(event, SPEED_STEPS).get_epsilon(DELTA)
+
+    ours(1.0, 0.01), reference(1.0, 0.01)  # imports and scipy's first calls
+    print(
+        f"[speed] epsilon after {SPEED_STEPS} steps at delta={DELTA:g}, "
+        f"median of {SPEED_REPEATS} runs"
+    )
+    print(
+        f"{'sigma':>6} {'q':>6} {'eps ours':>10} {'eps ref':>10} {'ours s':>9} "
+        f"{'ref s':>9} {'ref/ours':>9}"
+    )
+    ratios = []
+    for noise_multiplier, sample_rate in SPEED_SETTINGS:
+        seconds_ours = median_seconds(ours, noise_multiplier, sample_rate)
+        seconds_reference = median_seconds(reference, noise_multiplier, sample_rate)
+        ratios.append(seconds_reference / seconds_ours)
+        print(
+            f"{noise_multiplier:6.2f} {sample_rate:6.3f} "
+            f"{ours(noise_multiplier, sample_rate):10.4f} "
+            f"{reference(noise_multiplier, sample_rate):10.4f} {seconds_ours:9.4f} "
+            f"{seconds_reference:9.4f} {ratios[-1]:9.2f}"
+        )
+    print(
+        "[speed] median ratio (dp-accounting time / skprivfact time): "
+        f"{statistics.median(ratios):.2f}"
+    )
+
+
+SECTIONS = {
+    "calibration": section_calibration,
+    "adult": section_adult,
+    "kos": section_kos,
+    "speed": section_speed,
+}
 
 if __name__ == "__main__":
     warnings.simplefilter("ignore", UserWarning)
-    for name in sys.argv[1:] or SECTIONS:
-        SECTIONS[name]()
+    run_sections(SECTIONS, __doc__)

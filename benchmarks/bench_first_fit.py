@@ -145,6 +145,9 @@ def main():
     parser.add_argument("--demo", action="store_true",
                         help="time the demo (python -m skprivfact) instead")
     args = parser.parse_args()
+    unknown = set(args.cases.split(",")) - set(CASES) if args.cases else set()
+    if unknown:
+        parser.error(f"unknown cases {', '.join(sorted(unknown))}")
     _demo(args) if args.demo else _cases(args)
 
 

@@ -43,7 +43,12 @@
    (also of 9 fits), with their median, range and the number of fits at or
    below the floor.
 
-    python benchmarks/bench_lda.py [kos|synthetic|speed|agreement|floor ...]
+    python benchmarks/bench_lda.py [kos] [synthetic] [kos_curve] [speed]
+        [agreement] [floor]
+
+With no section named, ``kos``, ``speed``, ``synthetic`` and ``kos_curve``
+run (``kos_curve`` is section 2's curve on KOS); ``agreement`` and ``floor``
+run only when named.
 """
 
 import statistics
@@ -63,6 +68,7 @@ from _lda_corpora import (
     sotu_split,
     split_documents,
 )
+from _sections import run_sections
 from scipy.optimize import linear_sum_assignment
 from sklearn.decomposition import LatentDirichletAllocation
 from threadpoolctl import threadpool_limits
@@ -532,8 +538,7 @@ def floor(epsilons=(1.0, 2.0, 4.0), repeats=9):
 
 
 if __name__ == "__main__":
-    parts = sys.argv[1:] or ["kos", "speed", "synthetic", "kos_curve"]
-    for part in parts:
+    run_sections(
         {
             "kos": kos_agreement,
             "synthetic": synthetic,
@@ -541,4 +546,7 @@ if __name__ == "__main__":
             "speed": speed,
             "agreement": agreement,
             "floor": floor,
-        }[part]()
+        },
+        __doc__,
+        default=["kos", "speed", "synthetic", "kos_curve"],
+    )

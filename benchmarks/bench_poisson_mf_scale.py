@@ -6,6 +6,7 @@ Usage::
         [--shapes 1000x10000 ...] [--streamed-1e9]
         [--modes memory streamed dask nmf] [--components 20] [--sweeps 3]
         [--estimator-fits] [--partial-fit] [--workdir /tmp/skprivfact_scale]
+        [--nmf-max-entries 1e7]
 
 Synthetic rank-K counts (gamma(0.3, 1) factors) privatized at epsilon/N = 1,
 generated a block of rows at a time into an int16 file on disk, for the
@@ -494,6 +495,10 @@ def main():
         config = json.loads(args.child)
         (estimator_child if config.get("estimator") else child)(config)
         return
+    if args.sweeps < 3:
+        # The first private sweep compiles its kernels: the median of three
+        # or more leaves it out.
+        parser.error("--sweeps must be at least 3")
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     K = args.components

@@ -166,7 +166,12 @@ def main(n_trials):
 
 if __name__ == "__main__":
     warnings.simplefilter("ignore")
+    if "-h" in sys.argv or "--help" in sys.argv:
+        print(__doc__)
+        sys.exit()
     arguments = [a for a in sys.argv[1:] if a != "--control"]
+    if len(arguments) > 1 or (arguments and not arguments[0].isdigit()):
+        sys.exit(f"usage: {sys.argv[0]} [n_trials] [--control]")
     n_trials = int(arguments[0]) if arguments else 200
     if "--control" in sys.argv:
         print("(control: inside reproducible_noise, where the noise replays)")

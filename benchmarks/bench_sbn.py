@@ -29,10 +29,10 @@ speed       seconds per pass on 50,000 x 64 against BernoulliRBM per epoch,
 Every figure is printed with the setting that produced it.
 """
 
-import sys
 import time
 
 import numpy as np
+from _sections import run_sections
 from scipy import special
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
@@ -200,7 +200,4 @@ SECTIONS = {
 }
 
 if __name__ == "__main__":
-    chosen = sys.argv[1:] or list(SECTIONS)
-    for name in chosen:
-        with threadpool_limits(1):
-            SECTIONS[name]()
+    run_sections(SECTIONS, __doc__, wrap=lambda: threadpool_limits(1))

@@ -6,7 +6,7 @@ Run from the project root (with the package installed, or ``PYTHONPATH=.``)::
         [scaling] [sweep] [noise] [floor] [speed] [dpsgd]
         [--datasets kin8nm power-plant ...] [--n-splits N] [--protein-passes 40]
         [--save-json PATH] [--reference-json PATH] [--numba-threads 1]
-        [--dpsgd-grid small|wide] [--dpsgd-splits 3]
+        [--dpsgd-grid small|wide] [--dpsgd-splits 3] [--tables-from-json PATH]
 
 linear   non-private linear SEP (defaults, noise variance fixed to the truth)
          against the exact conjugate posterior on a synthetic problem (n = 5000,
@@ -64,7 +64,9 @@ dpsgd    a reference for what epsilon = 1 costs a network of the same size
          small: batch 256, 40 epochs, 2 clipping norms x 3 learning rates; wide:
          also batch 64-1024 and 5-100 epochs, 144 settings) is chosen on the
          test splits, which favours the reference (``bench_sep_dpsgd.py``
-         compares with Opacus's DP-SGD tuned on validation splits instead)
+         compares with Opacus's DP-SGD tuned on validation splits instead);
+         its non-private SEP column and ratio come from ``mlp`` in the same
+         run or from ``--reference-json`` (nan without either)
 speed    seconds per pass on kin8nm (50 hidden units, 40 passes) against
          scikit-learn's MLPRegressor seconds per epoch at the same batch size,
          medians of 3 in this process

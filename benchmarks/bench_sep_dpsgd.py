@@ -253,14 +253,9 @@ def run_dpsgd(data, y, hidden, epsilon, train, test, seed, relation, grid):
 
 
 def fit_sep(data, X, y, hidden, epsilon, rows, seed, setting):
-    estimator = network(
-        data.bounds_X,
-        data.bounds_y,
-        hidden,
-        epsilon=epsilon,
-        random_state=seed,
-        **setting,
-    )
+    # A setting's constructor arguments override the defaults given here.
+    params = {"hidden_units": hidden, "epsilon": epsilon, "random_state": seed, **setting}
+    estimator = network(data.bounds_X, data.bounds_y, **params)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         estimator.fit(X[rows], y[rows])
@@ -312,7 +307,7 @@ def explore_sep(args):
                     )
                     score = rmse(estimator.predict(X[validation]), y[validation])
                     print(
-                        f"  {name} epsilon {epsilon:g} {setting}: validation RMSE "
+                        f"  {name} epsilon {estimator.epsilon:g} {setting}: validation RMSE "
                         f"{score:.4g}, sigma {estimator.noise_multiplier_:.3g}, damping "
                         f"{estimator.damping_:.3g}, batch "
                         f"{estimator.sample_rate_ * fit.size:.0f} "
@@ -399,8 +394,10 @@ def main(argv=None):
         type=json.loads,
         default=None,
         metavar="JSON",
-        help="a JSON list of DPSEPRegressor settings (dicts): print each one's "
-        "validation RMSE on split 0 (epsilon may be 'inf') and exit",
+        help="a JSON list of DPSEPRegressor settings (dicts of constructor "
+        "arguments, which override hidden_units and the --epsilons value): print "
+        "each one's validation RMSE on split 0 for each of --epsilons (inf "
+        "allowed) and exit",
     )
     parser.add_argument("--save-json", type=Path, default=None)
     for method in ("sep", "dpsgd"):

@@ -4,6 +4,7 @@ Run from the project root (with the package installed, or ``PYTHONPATH=.``)::
 
     python benchmarks/bench_sep_mixture.py [table1] [private] [speed]
         [--runs 5] [--sizes 1000 100000] [--epsilons 1 5 10]
+        [--gibbs-sweeps 20000]
 
 The synthetic setting of Li et al. (2015) and Vinaroz and Park (2022, section
 6.1): J = 4 isotropic components in 4 dimensions with variance 0.5**2, means
@@ -90,7 +91,10 @@ def log_joint(X, means, variance):
     )
 
 
-def gibbs_reference(X, true_means, n_sweeps, seed=0, burn_in=200):
+GIBBS_BURN_IN = 200
+
+
+def gibbs_reference(X, true_means, n_sweeps, seed=0, burn_in=GIBBS_BURN_IN):
     """Posterior means and covariances of the component means by Gibbs sampling.
 
     Alternates the labels given the means and the means given the labels
@@ -401,18 +405,29 @@ def speed(args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("sections", nargs="*", default=["table1", "private", "speed"])
+    sections = {"table1": table1, "private": private, "speed": speed}
+    parser.add_argument(
+        "sections", nargs="*", default=list(sections), help=", ".join(sections)
+    )
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 100_000])
     parser.add_argument("--epsilons", type=float, nargs="+", default=[1.0, 5.0, 10.0])
     parser.add_argument("--gibbs-sweeps", type=int, default=20_000)
     args = parser.parse_args()
+    unknown = [name for name in args.sections if name not in sections]
+    if unknown:
+        parser.error(f"unknown section {', '.join(unknown)}")
+    if args.gibbs_sweeps <= GIBBS_BURN_IN:
+        parser.error(
+            f"--gibbs-sweeps must exceed the reference's burn-in of {GIBBS_BURN_IN} "
+            "sweeps"
+        )
     import numba
 
     numba.set_num_threads(1)
     with threadpool_limits(1):
         for section in args.sections:
-            {"table1": table1, "private": private, "speed": speed}[section](args)
+            sections[section](args)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,11 @@ from skprivfact.logistic import (
 )
 from skprivfact.mechanisms import project_psd
 from skprivfact.privacy import PrivacyEngine
-from skprivfact.utils._testing import dp_accounting_epsilon, gaussian_kl
+from skprivfact.utils._testing import (
+    dp_accounting_epsilon,
+    dp_accounting_pld_epsilon,
+    gaussian_kl,
+)
 
 INF = float("inf")
 
@@ -549,24 +553,6 @@ def test_each_iteration_is_one_joint_release_and_one_accountant_step(
     assert 0.99 <= clf.privacy_spent_[0] <= 1.0
 
 
-def replace_one_epsilon(noise_multiplier, sample_rate, steps, delta):
-    """Tight epsilon of Poisson-subsampled Gaussian releases under substitution."""
-    import dp_accounting
-    from dp_accounting.pld import pld_privacy_accountant
-
-    accountant = pld_privacy_accountant.PLDAccountant(
-        dp_accounting.NeighboringRelation.REPLACE_ONE,
-        value_discretization_interval=1e-4,
-    )
-    accountant.compose(
-        dp_accounting.PoissonSampledDpEvent(
-            sample_rate, dp_accounting.GaussianDpEvent(noise_multiplier)
-        ),
-        steps,
-    )
-    return accountant.get_epsilon(delta)
-
-
 @pytest.mark.parametrize("batch_size", [None, 50])
 def test_privacy_spent_matches_dp_accounting(batch_size):
     pytest.importorskip("dp_accounting")
@@ -590,7 +576,9 @@ def test_privacy_spent_matches_dp_accounting(batch_size):
         # 3 passes of 20 iterations at rate 0.05, for replacing one row.
         assert clf.neighbouring_relation_ == "substitution"
         assert clf.n_releases_ == 60
-        tight = replace_one_epsilon(clf.noise_multiplier_, 0.05, 60, 1e-6)
+        tight = dp_accounting_pld_epsilon(
+            [(clf.noise_multiplier_, 0.05, 60)], "substitution", 1e-6
+        )
         # Our substitution RDP bound is never below the tight PLD epsilon,
         # and not far above it.
         assert tight * (1 - 1e-6) <= clf.privacy_spent_[0] <= 1.5 * tight

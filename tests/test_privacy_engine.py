@@ -34,7 +34,7 @@ from skprivfact.privacy import (
     plan_privacy,
     reproducible_noise,
 )
-from skprivfact.utils._testing import ReleaseSpy
+from skprivfact.utils._testing import ReleaseSpy, dp_accounting_pld_epsilon
 
 
 def dp_estimator_classes():
@@ -295,25 +295,14 @@ def test_budget_refuses_before_any_noise_is_drawn(name, spy):
 @pytest.mark.parametrize("accountant", ["rdp", "pld"])
 @pytest.mark.parametrize("name", DP_ESTIMATORS)
 def test_reported_epsilon_against_dp_accounting(name, accountant):
-    dp_accounting = pytest.importorskip("dp_accounting")
-    from dp_accounting.pld import pld_privacy_accountant
+    pytest.importorskip("dp_accounting")
 
     estimator, with_canary, _ = _neighbours(CASES[name](1.0, accountant=accountant))
     estimator.set_params(max_iter=20)
     _fit(estimator, with_canary)
-    relation = {
-        "add_remove": dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE,
-        "substitution": dp_accounting.NeighboringRelation.REPLACE_ONE,
-    }[estimator.neighbouring_relation_]
-    reference = pld_privacy_accountant.PLDAccountant(
-        relation, value_discretization_interval=1e-4
+    tight = dp_accounting_pld_epsilon(
+        estimator.accountant_.history, estimator.neighbouring_relation_, estimator.delta
     )
-    for sigma, rate, steps in estimator.accountant_.history:
-        reference.compose(
-            dp_accounting.PoissonSampledDpEvent(rate, dp_accounting.GaussianDpEvent(sigma)),
-            steps,
-        )
-    tight = reference.get_epsilon(estimator.delta)
     reported = estimator.privacy_spent_[0]
     assert reported <= 1.0 + 1e-9  # calibrated to the budget
     # Never below the tight epsilon under the declared relation.
@@ -679,26 +668,16 @@ PLD_SETTINGS = [
 @pytest.mark.slow
 @pytest.mark.parametrize("relation", ["add_remove", "substitution"])
 def test_pld_accountant_is_dp_accounting_within_its_discretisation(relation):
-    dp_accounting = pytest.importorskip("dp_accounting")
-    from dp_accounting.pld import pld_privacy_accountant
+    pytest.importorskip("dp_accounting")
 
     from skprivfact.accounting import PLDAccountant, RDPAccountant
 
-    reference_relation = {
-        "add_remove": dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE,
-        "substitution": dp_accounting.NeighboringRelation.REPLACE_ONE,
-    }[relation]
     assert len(PLD_SETTINGS) >= 50
     for sigma, rate, steps in PLD_SETTINGS:
         ours = PLDAccountant(relation).compose(sigma, rate, steps).get_epsilon(1e-5)
-        reference = pld_privacy_accountant.PLDAccountant(
-            reference_relation, value_discretization_interval=2e-4
+        tight = dp_accounting_pld_epsilon(
+            [(sigma, rate, steps)], relation, 1e-5, value_discretization_interval=2e-4
         )
-        reference.compose(
-            dp_accounting.PoissonSampledDpEvent(rate, dp_accounting.GaussianDpEvent(sigma)),
-            steps,
-        )
-        tight = reference.get_epsilon(1e-5)
         assert ours >= tight * (1 - 1e-9), (sigma, rate, steps)
         assert ours <= tight + 2e-3 * steps**0.5 + 0.01 * tight, (sigma, rate, steps)
         rdp = RDPAccountant(neighbouring_relation=relation).compose(sigma, rate, steps)

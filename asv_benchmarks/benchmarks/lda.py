@@ -63,7 +63,7 @@ class EStepSuite(Benchmark):
 
     def setup(self, n_jobs):
         X = make_corpus(1000)
-        rng = np.random.RandomState(0)
+        rng = np.random.default_rng(0)
         self.X = lda._resample_documents(X, 500, rng)
         components = rng.gamma(100.0, 0.01, size=(N_TOPICS, N_WORDS))
         self.exp_topic_word = np.exp(lda._dirichlet_expectation_2d(components))
@@ -73,4 +73,4 @@ class EStepSuite(Benchmark):
         lda._e_step(self.X, self.exp_topic_word, 0.05, 100, 1e-3, 50.0, True, n_jobs)
 
     def time_resample(self, n_jobs):
-        lda._resample_documents(self.X, 500, np.random.RandomState(1))
+        lda._resample_documents(self.X, 500, np.random.default_rng(1))
