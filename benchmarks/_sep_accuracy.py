@@ -305,6 +305,9 @@ def section_scaling(args, names):
                             bounds_X=bounds_X,
                             bounds_y=bounds_y,
                             scaling_share=share,
+                            # The SEP update, whose noise the release was
+                            # measured against.
+                            mean_update="sep",
                             random_state=seed,
                         )
                         rmse[share].append(fit_and_score(estimator, X, y, train, test)["rmse"])

@@ -1,5 +1,7 @@
 """bench_sep sections on the privacy noise: noise and floor.
 
+Both study the SEP update of the network's natural parameters, so their
+networks run ``mean_update="sep"`` (the private network's default is Adam).
 What they read of a fitted DPSEPRegressor beyond its public API goes through
 ``_sep_internals``.
 """
@@ -10,6 +12,7 @@ import warnings
 
 import numpy as np
 
+import _sep_common
 from _sep_common import (
     DATASETS,
     DELTA,
@@ -17,7 +20,6 @@ from _sep_common import (
     LARGE,
     fit_and_score,
     load_uci,
-    network,
     public_bounds,
     split,
     test_rmse,
@@ -32,6 +34,12 @@ from _sep_internals import (
     with_posterior_noise,
 )
 from skprivfact.accounting import calibrate_noise_multiplier
+
+
+def network(*args, **kwargs):
+    """The benchmark's network with the SEP update these sections measure."""
+    return _sep_common.network(*args, mean_update="sep", **kwargs)
+
 
 # floor section: (damping, passes) with damping * passes = 3 (the start's weight
 # in the factor decays as exp(-damping * passes), to 5% here), batch sizes,

@@ -4,7 +4,7 @@ Run from the project root (with the package installed, or ``PYTHONPATH=.``;
 needs the ``baseline`` extra: torch and opacus)::
 
     python benchmarks/bench_sep_dpsgd.py [--datasets kin8nm power-plant ...]
-        [--epsilons 1 3] [--n-splits 5] [--sep-grid default|tuned]
+        [--epsilons 1 3] [--n-splits 5] [--sep-grid default|tuned|adam]
         [--relation add_remove|substitution] [--tune-splits K] [--save-json PATH]
         [--tables-from-json PATH ...]
 
@@ -36,8 +36,10 @@ clipped to ``bounds_y`` for both):
   validation split.
 - DP-SEP: ``DPSEPRegressor(model="mlp")`` at the same (epsilon, delta);
   ``--sep-grid default`` fits its defaults once on the whole training split
-  (no tuning); ``tuned`` chooses among constructor settings (accountant,
-  clipping norm, damping, batch size) by the same validation protocol.
+  (no tuning); ``tuned`` chooses among ``mean_update="sep"`` settings
+  (accountant, clipping norm, damping, batch size) by the same validation
+  protocol, and ``adam`` among ``mean_update="adam"`` settings (learning
+  rate 0.01, 0.03 or 0.1; 40 or 100 passes; batch 256).
 - ``--reuse-sep`` / ``--reuse-dpsgd`` take one method's per-split rows from an
   earlier run's ``--save-json`` file (same splits), to compare a new setting
   of the other method without training this one again.
@@ -103,6 +105,7 @@ SEP_GRIDS = {
     "tuned": [
         {
             "accountant": "pld",
+            "mean_update": "sep",
             "clip_norm": clip_norm,
             "damping": damping,
             "batch_size": batch_size,
@@ -110,6 +113,17 @@ SEP_GRIDS = {
         for clip_norm, damping, batch_size in itertools.product(
             [1.0, 2.0], ["auto", 0.3], [64, "auto"]
         )
+    ],
+    # Adam on the means from released gradients: step size and passes.
+    "adam": [
+        {
+            "accountant": "pld",
+            "mean_update": "adam",
+            "batch_size": 256,
+            "learning_rate": learning_rate,
+            "max_iter": passes,
+        }
+        for learning_rate, passes in itertools.product([0.01, 0.03, 0.1], [40, 100])
     ],
 }
 

@@ -424,13 +424,14 @@ def _clopper_pearson(successes, trials, alpha):
 
 
 def _audit_epsilon_lower_bound(
-    name, epsilon, monkeypatch, n_trials=400, alpha=1e-6, params=None
+    name, epsilon, monkeypatch, n_trials=400, alpha=1e-6, params=None, preliminary=None
 ):
     """Clopper-Pearson lower bound on epsilon from distinguishing neighbours.
 
     Each trial fits on the dataset with the adversarial record or on its
     neighbour (one release, or with ``params`` that plan a preliminary
-    release, that one) and guesses which from the release alone, with a
+    release, that one, unless ``preliminary=False``: then the fit's one
+    other release) and guesses which from the release alone, with a
     statistic fixed before the trials: the projection of the whitened release
     on the direction between the two noise-free releases.
     """
@@ -443,9 +444,11 @@ def _audit_epsilon_lower_bound(
         for _ in range(n_trials):
             spy.calls.clear()
             _fit(estimator, data)
-            if params:
+            if params and preliminary is not False:
                 call = spy.calls[0]
                 assert call["preliminary"]
+            elif params:
+                (call,) = [c for c in spy.calls if not c["preliminary"]]
             else:
                 (call,) = spy.calls
             scales = estimator._engine.noise_scales(
@@ -521,20 +524,36 @@ def test_empirical_audit_stays_below_the_claim(name, monkeypatch):
 
 @pytest.mark.slow
 @pytest.mark.secret_noise
+@pytest.mark.parametrize(
+    "name, params, preliminary",
+    [
+        # DPLDA's preliminary release of n_topic_words alone, with its own
+        # noise (a share of the budget).
+        ("DPLDA", {"n_topic_words": 4, "totals_share": 0.5}, None),
+        # DPSEPRegressor(mean_update="adam"): one full-batch update (no
+        # warm-up), the rows' [precision site, gradient] clipped to clip_norm.
+        (
+            "DPSEPRegressor",
+            {"model": "mlp", "mean_update": "adam", "hidden_units": 3, "batch_size": None},
+            False,
+        ),
+    ],
+    ids=["dplda-word-totals", "dpsep-adam-gradients"],
+)
 @pytest.mark.parametrize("broken", [False, True])
-def test_empirical_audit_of_dplda_word_totals_release(broken, monkeypatch):
-    # The preliminary release of n_topic_words alone, with its own noise (a
-    # share of the budget): below the claim, and caught when a record can move
-    # it by more than the bound the accountant is told.
+def test_empirical_audit_of_a_planned_release(name, params, preliminary, broken, monkeypatch):
+    # Below the claim, and caught when a record can move the release by more
+    # than the bound the accountant is told.
     claim = 2.0
     if broken:
-        _break_the_bound("DPLDA", monkeypatch)
+        _break_the_bound(name, monkeypatch)
     lower_bound = _audit_epsilon_lower_bound(
-        "DPLDA",
+        name,
         claim,
         monkeypatch,
         n_trials=1000 if broken else 400,
-        params={"n_topic_words": 4, "totals_share": 0.5},
+        params=params,
+        preliminary=preliminary,
     )
     assert (lower_bound > claim) if broken else (lower_bound <= claim)
 

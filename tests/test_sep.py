@@ -21,7 +21,7 @@ from skprivfact.accounting import calibrate_noise_multiplier, make_accountant
 from skprivfact.exceptions import PrivacyLeakWarning, ReproducibleNoiseWarning
 from skprivfact.privacy import PrivacyBudget, PrivacyEngine, plan_privacy
 from skprivfact.sep import DPSEPRegressor
-from skprivfact.utils._testing import gaussian_kl
+from skprivfact.utils._testing import dp_accounting_pld_epsilon, gaussian_kl
 
 INF = float("inf")
 UCI_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "uci"
@@ -382,7 +382,10 @@ def adversarial_data(n_samples, n_features=3, seed=0):
 
 @pytest.mark.parametrize(
     "params",
-    [{"model": "linear"}, {"model": "mlp", "hidden_units": 4, "batch_size": 20}],
+    [
+        {"model": "linear"},
+        {"model": "mlp", "mean_update": "sep", "hidden_units": 4, "batch_size": 20},
+    ],
 )
 def test_sites_and_factor_never_exceed_clip_norm(clip_record, params):
     X, y = adversarial_data(200)
@@ -538,6 +541,7 @@ def test_privacy_noise_is_the_only_difference_from_clipped_sep(monkeypatch):
     params = {
         "prior_precision": 1.0,
         "model": "mlp",
+        "mean_update": "sep",
         "clip_norm": 1.0,
         "hidden_units": 3,
         "batch_size": 30,
@@ -1005,6 +1009,9 @@ def test_mlp_results_do_not_depend_on_the_number_of_threads():
         ({"damping": 0.0}, "damping"),
         ({"damping": 1.5}, "damping"),
         ({"model": "gp"}, "model"),
+        ({"mean_update": "sgd"}, "mean_update"),
+        ({"learning_rate": 0.0}, "learning_rate"),
+        ({"averaging_fraction": 0.0}, "averaging_fraction"),
         ({"clip_norm": None, "epsilon": 1.0}, "clip_norm=None"),
         ({"bounds_X": (-1, 3, 5)}, "bounds_X must be a pair"),
         (
@@ -1058,8 +1065,8 @@ def test_bad_input_is_rejected():
 
 def test_batch_size_none_uses_every_row_as_other_estimators_do():
     X, y = make_linear(200)
-    params = {"model": "mlp", "hidden_units": 4, "max_iter": 3, "random_state": 0,
-              "bounds_X": BOUNDS_X, "bounds_y": BOUNDS_Y}
+    params = {"model": "mlp", "mean_update": "sep", "hidden_units": 4, "max_iter": 3,
+              "random_state": 0, "bounds_X": BOUNDS_X, "bounds_y": BOUNDS_Y}
     full = DPSEPRegressor(batch_size=None, **params).fit(X, y)
     assert full.sample_rate_ == 1.0
     # Without noise, as a batch of every row (the same updates, deterministic).
@@ -1296,14 +1303,25 @@ def test_factor_noise_std_matches_simulation():
         ({"model": "mlp", "batch_size": 200}, 0.1, 200),
     ],
 )
+@pytest.mark.parametrize("noise_variance", [None, 0.5])
 def test_auto_settings_under_noise_and_the_noise_they_set(
-    monkeypatch, params, expected_damping, expected_batch
+    monkeypatch, params, expected_damping, expected_batch, noise_variance
 ):
     spy = ReleaseSpy(monkeypatch)
     X, y = make_linear(400)
     reg = DPSEPRegressor(
-        hidden_units=2, bounds_X=BOUNDS_X, bounds_y=BOUNDS_Y, random_state=0, **params
+        hidden_units=2, bounds_X=BOUNDS_X, bounds_y=BOUNDS_Y, random_state=0,
+        noise_variance=noise_variance, **params,
     ).fit(X, y)
+    # The network under noise moves its means by Adam; with the noise level
+    # learned, one preliminary release (the residuals') is planned besides.
+    network = params["model"] == "mlp"
+    assert reg.mean_update_ == ("adam" if network else "sep")
+    n_preliminary = int(network and noise_variance is None)
+    assert reg._engine.plan.n_preliminary_releases == n_preliminary
+    preceded_by = ()
+    if n_preliminary:
+        preceded_by = ((reg._engine.plan.preliminary_noise_multiplier, 1.0, 1),)
     # Under noise, "auto" damping is min(1, 4 / max_iter), and max_iter="auto"
     # is 40 passes whatever the number of rows.
     assert reg.damping_ == expected_damping
@@ -1315,13 +1333,14 @@ def test_auto_settings_under_noise_and_the_noise_they_set(
     # noise_multiplier * damping * clip_norm / n.
     sample_rate = expected_batch / 400
     n_releases = reg.n_iter_ * math.ceil(400 / expected_batch)
-    assert len(spy.calls) == reg.n_releases_ == n_releases
+    assert len(spy.calls) == reg.n_releases_ == n_releases + n_preliminary
     assert reg.noise_multiplier_ == calibrate_noise_multiplier(
         1.0,
         1e-5,
         sample_rate=sample_rate,
         steps=n_releases,
         neighbouring_relation="substitution",
+        preceded_by=preceded_by,
     )
     for call in spy.calls:
         assert call["sensitivities"] == [1.0]
@@ -1500,26 +1519,16 @@ def test_private_linear_no_worse_than_the_mean_with_min_max_bounds(name):
 @pytest.mark.parametrize("model", ["auto", "linear", "mlp"])
 @pytest.mark.parametrize("clip_norm", ["auto", 0.3])
 def test_every_noisy_release_is_a_sum_of_clipped_sites(model, clip_norm, monkeypatch):
-    # Under noise the clip is always on: whatever model and clip_norm resolve
-    # to, each release declares the finite clip_norm_ as its sensitivity and
-    # is the sum of the rows that the clip_rows call just before it bounded
-    # by that norm (exactly, in rationals).
-    events = []
-    original_clip, original_release = sep.clip_rows, PrivacyEngine.release
-
-    def clip_spy(rows, max_norm):
-        out = original_clip(rows, max_norm)
-        events.append(("clip", out.copy(), max_norm))
-        return out
-
-    def release_spy(engine, blocks, sensitivities, **kwargs):
-        events.append(("release", np.array(blocks[0], copy=True), list(sensitivities)))
-        return original_release(engine, blocks, sensitivities, **kwargs)
-
-    monkeypatch.setattr(sep, "clip_rows", clip_spy)
-    monkeypatch.setattr(PrivacyEngine, "release", release_spy)
+    # Under noise the clip is always on: whatever model, clip_norm and
+    # mean_update resolve to, each update's release declares the finite
+    # clip_norm_ as its sensitivity and is the sum of the rows that the
+    # clip_rows call just before it bounded by that norm (exactly, in
+    # rationals). The preliminary releases have tests of their own.
+    events = record_clips_and_releases(monkeypatch)
     X, y = make_linear(60)
     X = X * 50.0  # far beyond the bounds: many sites clipped
+    # Targets at either bound: large residuals, large gradients.
+    y = np.where(np.arange(60) % 2, BOUNDS_Y[0], BOUNDS_Y[1])
     reg = DPSEPRegressor(
         epsilon=1.0,
         model=model,
@@ -1536,17 +1545,263 @@ def test_every_noisy_release_is_a_sum_of_clipped_sites(model, clip_norm, monkeyp
         reg.fit(X, y)
     assert reg.noise_multiplier_ > 0
     assert reg.clip_norm_ == (1.0 if clip_norm == "auto" else clip_norm)
-    releases = [i for i, event in enumerate(events) if event[0] == "release"]
-    assert len(releases) == reg.n_releases_ > 0
-    bound = Fraction(reg.clip_norm_) ** 2
-    largest = 0.0
-    for i in releases:
-        _, block, sensitivities = events[i]
-        assert sensitivities == [reg.clip_norm_]
-        # The batch's sites, clipped just before (no batch is empty here).
-        kind, rows, max_norm = events[i - 1]
-        assert kind == "clip" and max_norm == reg.clip_norm_
-        assert all(sum(Fraction(float(v)) ** 2 for v in row) <= bound for row in rows)
-        np.testing.assert_array_equal(block, rows.sum(axis=0))
-        largest = max(largest, np.linalg.norm(rows, axis=1).max())
+    updates = [e for e in events if e[0] == "release" and not e[3]]
+    preliminary = [e for e in events if e[0] == "release" and e[3]]
+    assert len(updates) == reg.n_iter_ * 3 and len(preliminary) == int(reg.model_ == "mlp")
+    assert len(updates) + len(preliminary) == reg.n_releases_
+    assert update_release_violations(events, reg.clip_norm_) == []
+    clipped = [e[1] for e in events if e[0] == "clip" and e[1].shape[0] > 1]
+    largest = max(np.linalg.norm(rows, axis=1).max() for rows in clipped)
     assert largest > 0.99 * reg.clip_norm_  # some sites were clipped
+
+
+# 6. mean_update="adam" -------------------------------------------------------------
+
+
+def make_sine(n_samples, seed=0, noise_std=0.1):
+    rng = np.random.RandomState(seed)
+    X = rng.uniform(-1, 1, size=(n_samples, 2))
+    y = np.sin(3 * X[:, 0]) + 0.5 * X[:, 1] + noise_std * rng.normal(size=n_samples)
+    return X, y
+
+
+ADAM_PARAMS = {
+    "model": "mlp",
+    "mean_update": "adam",
+    "hidden_units": 10,
+    "bounds_X": (-1, 1),
+    "bounds_y": (-2, 2),
+    "random_state": 0,
+}
+
+
+def update_release_violations(events, clip_norm):
+    """What breaks the updates' contract in a record of clip_rows calls and
+    releases (:func:`record_clips_and_releases`): every release of the
+    updates is the sum of rows the clip_rows call just before it bounded by
+    ``clip_norm`` (exactly, in rationals) and declares that sensitivity."""
+    violations = []
+    bound = Fraction(clip_norm) ** 2
+    for i, event in enumerate(events):
+        if event[0] != "release" or event[3]:
+            continue
+        _, block, sensitivities, _ = event
+        if sensitivities != [clip_norm]:
+            violations.append(f"release {i}: sensitivities {sensitivities}")
+        kind, rows, max_norm = events[i - 1][:3] if i else (None, None, None)
+        if kind != "clip" or max_norm != clip_norm:
+            violations.append(f"release {i}: not preceded by a clip to {clip_norm}")
+            continue
+        if not all(sum(Fraction(float(v)) ** 2 for v in row) <= bound for row in rows):
+            violations.append(f"release {i}: a row beyond the clip norm")
+        if not np.array_equal(block, rows.sum(axis=0)):
+            violations.append(f"release {i}: not the sum of the clipped rows")
+    return violations
+
+
+def record_clips_and_releases(monkeypatch, clip=None):
+    """Every clip_rows call of sep (``clip`` in place of the real one) and every release."""
+    events = []
+    original_clip = sep.clip_rows if clip is None else clip
+    original_release = PrivacyEngine.release
+
+    def clip_spy(rows, max_norm):
+        out = original_clip(rows, max_norm)
+        events.append(("clip", np.array(out, copy=True), max_norm))
+        return out
+
+    def release_spy(engine, blocks, sensitivities, **kwargs):
+        events.append(
+            (
+                "release",
+                np.array(blocks[0], copy=True),
+                list(sensitivities),
+                kwargs.get("preliminary", False),
+            )
+        )
+        return original_release(engine, blocks, sensitivities, **kwargs)
+
+    monkeypatch.setattr(sep, "clip_rows", clip_spy)
+    monkeypatch.setattr(PrivacyEngine, "release", release_spy)
+    return events
+
+
+def test_adam_releases_are_sums_of_clipped_rows(monkeypatch):
+    events = record_clips_and_releases(monkeypatch)
+    X, y = make_sine(300)
+    X = X * 30.0  # far beyond the bounds: clipped inputs, large sites
+    reg = DPSEPRegressor(epsilon=1.0, clip_norm=0.3, batch_size=30, max_iter=4, **ADAM_PARAMS)
+    reg.fit(X, y)
+    assert reg.model_ == "mlp" and reg.noise_multiplier_ > 0
+    main = [e for e in events if e[0] == "release" and not e[3]]
+    assert len(main) == 4 * 10 == reg.accountant_.steps - 1
+    # After the SEP warm-up (4 of the 40 updates) the released vector is
+    # [precision sites, gradients]: two blocks of the weights, no Gamma.
+    n_weights = reg._model.n_weights
+    assert [e[1].size for e in main] == [2 * n_weights + 2] * 4 + [2 * n_weights] * 36
+    assert update_release_violations(events, 0.3) == []
+    clips = [e for e in events if e[0] == "clip" and e[1].shape[0] > 1]
+    assert max(np.linalg.norm(e[1], axis=1).max() for e in clips) > 0.299
+
+
+def test_adam_release_check_catches_an_unclipped_gradient(monkeypatch):
+    # The contract check of the test above, on a deliberately broken variant
+    # whose clip lets the Adam phase's rows through unclipped: caught.
+    from skprivfact.mechanisms import clip_rows
+
+    def unclipped_gradients(rows, max_norm):
+        # The warm-up's sites have 2 P + 2 columns, the Adam rows 2 P.
+        if rows.shape[0] > 1 and rows.shape[1] == 2 * n_weights:
+            return np.array(rows, copy=True)
+        return clip_rows(rows, max_norm)
+
+    n_weights = 10 * (2 + 1) + 10 + 1
+    events = record_clips_and_releases(monkeypatch, clip=unclipped_gradients)
+    X, y = make_sine(300)
+    X = X * 30.0
+    DPSEPRegressor(
+        epsilon=1.0, clip_norm=0.3, batch_size=30, max_iter=4, **ADAM_PARAMS
+    ).fit(X, y)
+    violations = update_release_violations(events, 0.3)
+    assert violations and all("beyond the clip norm" in v for v in violations)
+
+
+def test_noise_variance_release_is_clipped_centred_residuals(monkeypatch):
+    events = record_clips_and_releases(monkeypatch)
+    rng = np.random.RandomState(1)
+    X, y = make_sine(400)
+    # Targets at the bounds, of random sign: many residuals beyond the clip.
+    y[:100] = 2.0 * rng.choice([-1.0, 1.0], size=100)
+    reg = DPSEPRegressor(epsilon=1.0, batch_size=40, max_iter=3, **ADAM_PARAMS).fit(X, y)
+    preliminary = [e for e in events if e[0] == "release" and e[3]]
+    assert len(preliminary) == 1 and events[-1] is preliminary[0]
+    _, block, sensitivities, _ = preliminary[0]
+    assert sensitivities == [1.0] and block.shape == (1,)
+    # Each row's squared residual in scaled units (bounds_y mapped to
+    # [-1, 1]) under the fitted means, clipped to 1, centred and scaled to
+    # [-1, 1]; the means are those of the posterior the release was made
+    # for (only the noise Gamma changes after it).
+    X_scaled = np.clip(X, -1, 1)
+    mean = reg._model.predict_moments(reg._posterior, X_scaled)[0]
+    squared = (np.clip(mean, -1, 1) - y / 2.0) ** 2
+    assert np.sum(squared > 1) > 10  # the clip acts
+    contributions = (np.minimum(squared, 1.0) - 0.5) / 0.5
+    assert np.all(np.abs(contributions) <= 1.0)
+    np.testing.assert_allclose(block[0], contributions.sum(), rtol=1e-10)
+    # Accounting: the updates, then one full-batch release with the plan's
+    # preliminary multiplier, composed within epsilon.
+    plan = reg._engine.plan
+    assert plan.n_preliminary_releases == 1
+    assert reg.accountant_.history == [(reg.noise_multiplier_, reg.sample_rate_, 1)] * 30 + [
+        (plan.preliminary_noise_multiplier, 1.0, 1)
+    ]
+    assert 0.99 <= reg.privacy_spent_[0] <= 1.0
+    pytest.importorskip("dp_accounting")
+    tight = dp_accounting_pld_epsilon(reg.accountant_.history, "substitution", 1e-5)
+    assert tight * (1 - 1e-6) <= reg.privacy_spent_[0] <= 1.5 * tight
+    # The preliminary share is the noise variance release's alone.
+    assert plan.preliminary_noise_multiplier == pytest.approx(
+        calibrate_noise_multiplier(1.0, 1e-5, neighbouring_relation="substitution")
+        / math.sqrt(sep._NOISE_VARIANCE_SHARE)
+    )
+
+
+@pytest.mark.secret_noise
+def test_noise_variance_release_noise_has_the_preliminary_std(monkeypatch):
+    # The release's noise (released minus clean) over many fits: normal with
+    # std the preliminary multiplier (sensitivity 1), from secret randomness.
+    spy = ReleaseSpy(monkeypatch)
+    X, y = make_sine(200)
+    noise = []
+    for seed in range(40):
+        reg = DPSEPRegressor(epsilon=2.0, batch_size=50, max_iter=1, **ADAM_PARAMS)
+        reg.fit(X, y)
+        call = spy.calls[-1]
+        assert call["sensitivities"] == [1.0]
+        noise.append(call["noisy"][0][0] - call["clean"][0][0])
+    expected = reg._engine.plan.preliminary_noise_multiplier
+    assert stats.kstest(np.array(noise) / expected, "norm").pvalue > 1e-4
+
+
+def test_fixed_noise_variance_releases_no_residuals():
+    X, y = make_sine(300)
+    reg = DPSEPRegressor(
+        epsilon=1.0, batch_size=30, max_iter=2, noise_variance=0.01, **ADAM_PARAMS
+    ).fit(X, y)
+    assert reg._engine.plan.n_preliminary_releases == 0
+    assert reg.accountant_.steps == 20
+    assert reg.noise_variance_ == pytest.approx(0.01)
+
+
+def test_adam_with_the_scaling_release_shares_the_preliminary_budget():
+    X, y = make_sine(20000)
+    reg = DPSEPRegressor(
+        epsilon=1.0, batch_size=2000, max_iter=1, scaling_share=0.1,
+        **{**ADAM_PARAMS, "bounds_X": (-3, 3), "bounds_y": (-6, 6)},
+    ).fit(X, y)
+    plan = reg._engine.plan
+    assert plan.n_preliminary_releases == 2
+    # Two releases at one multiplier: each takes half of the summed shares.
+    assert reg.scaling_share_ == pytest.approx((0.1 + sep._NOISE_VARIANCE_SHARE) / 2)
+    assert plan.preliminary_noise_multiplier == pytest.approx(
+        calibrate_noise_multiplier(1.0, 1e-5, steps=2, neighbouring_relation="substitution")
+        / math.sqrt(0.1 + sep._NOISE_VARIANCE_SHARE)
+    )
+    assert 0.99 <= reg.privacy_spent_[0] <= 1.0
+
+
+def test_adam_recovers_a_nonlinear_function_and_its_noise_level():
+    X, y = make_sine(4000, noise_std=0.1)
+    X_test, y_test = make_sine(1000, seed=1, noise_std=0.0)
+    # (epsilon, clip_norm, bound on the test RMSE, range of the noise variance).
+    # At epsilon 4 the noise variance release (2% of the budget, residuals
+    # clipped to 1 in units of half bounds_y) carries noise of std about
+    # 0.005 in y's units.
+    for epsilon, clip_norm, rmse_bound, variance_range in [
+        (INF, None, 0.07, (0.009, 0.015)),
+        (4.0, 1.0, 0.1, (0.0, 0.03)),
+    ]:
+        reg = DPSEPRegressor(
+            epsilon=epsilon, clip_norm=clip_norm, batch_size=200, max_iter=40,
+            learning_rate=0.03, **ADAM_PARAMS,
+        ).fit(X, y)
+        rmse = np.sqrt(np.mean((reg.predict(X_test) - y_test) ** 2))
+        assert rmse < rmse_bound, (epsilon, rmse)
+        assert variance_range[0] < reg.noise_variance_ < variance_range[1], epsilon
+    # Plain SEP at the same budget and passes: Adam is better.
+    sep_reg = DPSEPRegressor(
+        epsilon=4.0, clip_norm=1.0, batch_size=200, max_iter=40,
+        **{**ADAM_PARAMS, "mean_update": "sep"},
+    ).fit(X, y)
+    sep_rmse = np.sqrt(np.mean((sep_reg.predict(X_test) - y_test) ** 2))
+    assert rmse < sep_rmse
+
+
+def test_adam_is_the_network_only():
+    X, y = make_sine(100)
+    with pytest.raises(ValueError, match='mean_update="adam" updates the network'):
+        DPSEPRegressor(**{**ADAM_PARAMS, "model": "linear"}).fit(X, y)
+    # model="auto" fits the network when asked for Adam, also under noise.
+    reg = DPSEPRegressor(**{**ADAM_PARAMS, "model": "auto"}, max_iter=1).fit(X, y)
+    assert reg.model_ == "mlp"
+
+
+@pytest.mark.parametrize("mean_update, fraction", [("sep", 0.5), ("adam", 0.05)])
+def test_auto_averaging_fraction(mean_update, fraction):
+    X, y = make_sine(300)
+    params = {**ADAM_PARAMS, "mean_update": mean_update, "epsilon": INF,
+              "batch_size": 30, "max_iter": 3}
+    auto = DPSEPRegressor(**params).fit(X, y)
+    given = DPSEPRegressor(**params, averaging_fraction=fraction).fit(X, y)
+    other = DPSEPRegressor(**params, averaging_fraction=0.3).fit(X, y)
+    np.testing.assert_array_equal(auto.weights_mean_, given.weights_mean_)
+    assert not np.array_equal(auto.weights_mean_, other.weights_mean_)
+
+
+@pytest.mark.parametrize("epsilon", [0.01, 0.1])
+def test_adam_tiny_budgets_fit_and_predict_inside_bounds_y(epsilon):
+    X, y = make_sine(300)
+    reg = DPSEPRegressor(epsilon=epsilon, max_iter=5, **ADAM_PARAMS).fit(X, y)
+    prediction, std = reg.predict(X, return_std=True)
+    assert np.all(np.isfinite(prediction)) and np.all(np.isfinite(std) & (std > 0))
+    assert np.all((prediction >= -2) & (prediction <= 2))
