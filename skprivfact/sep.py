@@ -547,13 +547,17 @@ class _AdamMeans:
             # The shift site less the mean times the precision site is the
             # gradient of log Z in the mean times (cavity / tilted variance):
             # its noise does not grow with the weight's precision.
-            contributions = np.concatenate(
-                [
-                    _ADAM_PRECISION_WEIGHT * precision_sites,
-                    sites[:, n_weights : 2 * n_weights] - self.mean * precision_sites,
-                ],
-                axis=1,
-            )
+            with np.errstate(over="ignore", invalid="ignore"):
+                contributions = np.concatenate(
+                    [
+                        _ADAM_PRECISION_WEIGHT * precision_sites,
+                        sites[:, n_weights : 2 * n_weights] - self.mean * precision_sites,
+                    ],
+                    axis=1,
+                )
+            # A row whose sites overflowed contributes nothing (a map of the
+            # row alone: the sensitivity holds), silently.
+            contributions[~np.isfinite(contributions).all(axis=1)] = 0.0
             if clip_norm is not None:
                 contributions = clip_rows(contributions, clip_norm)
             contribution_sum = contributions.sum(axis=0)
@@ -637,6 +641,8 @@ def _fit_sep(
     progress,
     mean_update="sep",
     learning_rate=None,
+    release_noise_variance=False,
+    y_range=None,
 ):
     """Run (DP-)SEP.
 
@@ -667,7 +673,10 @@ def _fit_sep(
     update above, the means by one Adam step of size ``learning_rate`` on
     the released gradient plus the prior's. Averages are then taken over the
     last ``averaging_fraction`` of these updates, and the returned noise std
-    is 0 (the means are not a damped average of noisy sites).
+    is 0 (the means are not a damped average of noisy sites). With
+    ``release_noise_variance`` the noise Gamma's site then comes from
+    :func:`_released_noise_site` (``y_range``: the target's bounds in scaled
+    units, or None), released before the last progress line.
     """
     n_samples = X.shape[0]
     sample_rate = engine.plan.sample_rate
@@ -698,6 +707,12 @@ def _fit_sep(
             means.update(
                 model, X, y, engine, clip_norm, damping, average=step >= first_averaged
             )
+            if step == n_steps - 1:
+                factor = means.factor(model, prior, n_samples)
+                if release_noise_variance:
+                    factor[-2:] = _released_noise_site(
+                        model, prior + n_samples * factor, X, y, engine, y_range
+                    )
             if (step + 1) % steps_per_pass == 0:
                 progress.update(
                     (step + 1) // steps_per_pass, epsilon_spent=lambda: engine.spent[0]
@@ -740,7 +755,7 @@ def _fit_sep(
             )
     progress.close()
     if adam:
-        return means.factor(model, prior, n_samples), 0.0
+        return factor, 0.0
     return factor_sum / (n_steps - first_averaged), n_samples * averaged_noise
 
 
@@ -955,7 +970,11 @@ class DPSEPRegressor(
         multiplier over ``n_samples``, ``d`` bounded columns), enough to
         narrow a map to half its bounds, and nothing otherwise: with few rows
         for the columns and epsilon the release could not narrow the maps and
-        its budget is worth more to the fit. Unused without noise.
+        its budget is worth more to the fit. Unused without noise. With
+        ``mean_update="adam"`` and ``noise_variance=None`` this release and
+        the noise variance release (0.02) share one noise multiplier, so
+        each takes half of ``scaling_share + 0.02`` (``scaling_share_``);
+        that sum must stay below 1.
     prior_precision : float or "auto", default="auto"
         Precision of the zero-mean Gaussian prior of every weight (in the
         scaled units; the network divides each layer's input by the square
@@ -1272,6 +1291,12 @@ class DPSEPRegressor(
         # The preliminary releases (the scaling's, the noise variance's) share
         # one multiplier: together they take the sum of their shares.
         preliminary_share = scaling_share + _NOISE_VARIANCE_SHARE * release_noise_variance
+        if preliminary_share >= 1:
+            raise ValueError(
+                f"scaling_share={scaling_share!r} leaves no budget for the updates: with "
+                'mean_update="adam" and the noise level learned, scaling_share plus the '
+                f"noise variance release's {_NOISE_VARIANCE_SHARE} must be below 1."
+            )
         # Planned (and reserved against the budget) before anything is computed
         # from the data.
         engine = self._start_privacy(
@@ -1314,6 +1339,10 @@ class DPSEPRegressor(
         noise_variance = (
             None if self.noise_variance is None else self.noise_variance / self.y_scale_**2
         )
+        y_range = None
+        if y_box is not None:
+            # bounds_y in scaled units, where predict clips the predictive mean.
+            y_range = (np.array([y_box[0][0], y_box[1][0]]) - self.y_offset_) / self.y_scale_
         # Under noise the released means carry the privacy noise, which would
         # read as large weights and drive a learned prior precision to zero.
         learn_prior = self.prior_precision == "auto" and not private
@@ -1346,14 +1375,9 @@ class DPSEPRegressor(
             progress=self._make_progress(n_passes),
             mean_update=mean_update,
             learning_rate=self.learning_rate,
+            release_noise_variance=release_noise_variance,
+            y_range=y_range,
         )
-        if release_noise_variance:
-            y_range = None
-            if y_box is not None:
-                y_range = (np.array([y_box[0][0], y_box[1][0]]) - self.y_offset_) / self.y_scale_
-            factor[-2:] = _released_noise_site(
-                model, model.prior() + n_samples * factor, X_scaled, y_scaled, engine, y_range
-            )
         self.n_iter_ = n_passes
         self.prior_precision_ = float(model.prior_precision)
         self._model = model

@@ -1250,6 +1250,55 @@ def test_verbose_reports_each_pass(capsys):
     assert epsilons[0] < epsilons[1] < epsilons[2] <= 1.0
 
 
+def test_verbose_last_line_counts_the_noise_variance_release(capsys):
+    X, y = make_sine(300)
+    reg = DPSEPRegressor(max_iter=3, batch_size=30, verbose=2, **ADAM_PARAMS).fit(X, y)
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("DPSEPRegressor: pass 3 of 3, ")
+    # The residual release comes before the last line: it shows all that
+    # was spent.
+    shown = float(re.search(r"epsilon spent (\S+) of", last)[1])
+    assert shown == float(f"{reg.privacy_spent_[0]:.3g}")
+    assert reg.accountant_.history[-1][1] == 1.0  # the preliminary release was last
+
+
+def test_adam_refuses_a_scaling_share_that_leaves_no_budget():
+    X, y = make_sine(100)
+    reg = DPSEPRegressor(scaling_share=0.99, max_iter=1, **ADAM_PARAMS)
+    with pytest.raises(ValueError, match="scaling_share=0.99 leaves no budget"):
+        reg.fit(X, y)
+    assert not hasattr(reg, "privacy_spent_")  # refused before anything was planned
+    # A fixed noise level needs no residual release: the share is allowed.
+    DPSEPRegressor(scaling_share=0.99, max_iter=1, noise_variance=0.01, **ADAM_PARAMS).fit(X, y)
+
+
+def test_adam_drops_a_row_whose_sites_overflow_silently(monkeypatch):
+    # A row's gradient computed from huge finite sites can overflow: that row
+    # contributes nothing (its own map, so the bound holds), without a
+    # warning or an error that would depend on the data.
+    original = sep._NetworkModel.sites
+
+    def overflowing(model, X, y, cavity, noise_std=0.0):
+        sites = original(model, X, y, cavity, noise_std)
+        if sites.shape[1] == 2 * model.n_weights + 2 and X.shape[0] > 1:
+            # shift - mean * precision overflows wherever |mean| > 0.2.
+            sites[0, : model.n_weights] = -1.5e308
+            sites[0, model.n_weights : 2 * model.n_weights] = 1.5e308
+        return sites
+
+    monkeypatch.setattr(sep._NetworkModel, "sites", overflowing)
+    events = record_clips_and_releases(monkeypatch)
+    X, y = make_sine(300)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warnings.simplefilter("ignore", ReproducibleNoiseWarning)  # the test mode's
+        reg = DPSEPRegressor(epsilon=1.0, batch_size=30, max_iter=2, **ADAM_PARAMS).fit(X, y)
+    assert np.all(np.isfinite(reg.weights_mean_))
+    assert update_release_violations(events, 1.0) == []
+    clipped = [e[1] for e in events if e[0] == "clip" and e[1].shape[0] > 1]
+    assert any(np.all(rows[0] == 0.0) for rows in clipped)
+
+
 def test_denoise_weights_limits_and_formula():
     rng = np.random.RandomState(0)
     prior_precision = 2.0
