@@ -587,9 +587,10 @@ class _AdamMeans:
             self.site_precision_sum += self.site_precision
             self.n_averaged += 1
 
-    def factor(self, model, prior, n_samples):
+    def factor(self, model):
         """The factor of the averaged means and precision sites."""
         n_weights = model.n_weights
+        prior, n_samples = self.prior, self.n_samples
         mean = self.mean_sum / self.n_averaged
         site_precision = self.site_precision_sum / self.n_averaged
         precision = prior[:n_weights] + n_samples * site_precision
@@ -708,7 +709,7 @@ def _fit_sep(
                 model, X, y, engine, clip_norm, damping, average=step >= first_averaged
             )
             if step == n_steps - 1:
-                factor = means.factor(model, prior, n_samples)
+                factor = means.factor(model)
                 if release_noise_variance:
                     factor[-2:] = _released_noise_site(
                         model, prior + n_samples * factor, X, y, engine, y_range

@@ -1541,8 +1541,10 @@ def test_tiny_budgets_fit_and_predict_inside_bounds_y(model, epsilon):
         model=model, epsilon=epsilon, bounds_X=BOUNDS_X, bounds_y=BOUNDS_Y,
         max_iter=5, random_state=0,
     ).fit(X, y)
+    # The network under noise runs its default, Adam.
+    assert reg.mean_update_ == ("adam" if model == "mlp" else "sep")
     prediction, std = reg.predict(X, return_std=True)
-    assert np.all(np.isfinite(prediction)) and np.all(np.isfinite(std))
+    assert np.all(np.isfinite(prediction)) and np.all(np.isfinite(std) & (std > 0))
     assert np.all((prediction >= BOUNDS_Y[0]) & (prediction <= BOUNDS_Y[1]))
 
 
@@ -1704,7 +1706,7 @@ def test_adam_release_check_catches_an_unclipped_gradient(monkeypatch):
             return np.array(rows, copy=True)
         return clip_rows(rows, max_norm)
 
-    n_weights = 10 * (2 + 1) + 10 + 1
+    n_weights = 10 * (2 + 1) + 10 + 1  # ADAM_PARAMS' network on 2 inputs
     events = record_clips_and_releases(monkeypatch, clip=unclipped_gradients)
     X, y = make_sine(300)
     X = X * 30.0
@@ -1762,7 +1764,7 @@ def test_noise_variance_release_noise_has_the_preliminary_std(monkeypatch):
     spy = ReleaseSpy(monkeypatch)
     X, y = make_sine(200)
     noise = []
-    for seed in range(40):
+    for _ in range(40):
         reg = DPSEPRegressor(epsilon=2.0, batch_size=50, max_iter=1, **ADAM_PARAMS)
         reg.fit(X, y)
         call = spy.calls[-1]
@@ -1845,12 +1847,3 @@ def test_auto_averaging_fraction(mean_update, fraction):
     other = DPSEPRegressor(**params, averaging_fraction=0.3).fit(X, y)
     np.testing.assert_array_equal(auto.weights_mean_, given.weights_mean_)
     assert not np.array_equal(auto.weights_mean_, other.weights_mean_)
-
-
-@pytest.mark.parametrize("epsilon", [0.01, 0.1])
-def test_adam_tiny_budgets_fit_and_predict_inside_bounds_y(epsilon):
-    X, y = make_sine(300)
-    reg = DPSEPRegressor(epsilon=epsilon, max_iter=5, **ADAM_PARAMS).fit(X, y)
-    prediction, std = reg.predict(X, return_std=True)
-    assert np.all(np.isfinite(prediction)) and np.all(np.isfinite(std) & (std > 0))
-    assert np.all((prediction >= -2) & (prediction <= 2))
