@@ -5,8 +5,8 @@ needs the ``baseline`` extra: torch and opacus)::
 
     python benchmarks/bench_sep_dpsgd.py [--datasets kin8nm power-plant ...]
         [--epsilons 1 3] [--n-splits 5] [--sep-grid default|tuned|adam]
-        [--relation add_remove|substitution] [--tune-splits K] [--save-json PATH]
-        [--tables-from-json PATH ...]
+        [--relation add_remove|substitution] [--tune-splits K] [--final-fits R]
+        [--settings-from PATH ...] [--save-json PATH] [--tables-from-json PATH ...]
 
 Protocol, per data set, epsilon and split (the random 90/10 splits of
 ``bench_sep.py``, delta 1e-5, the public bounds of its ``private`` section,
@@ -16,8 +16,17 @@ clipped to ``bounds_y`` for both):
 - a validation split, 10% of the training split (its own seeded
   permutation), is carved out; each setting of a grid fixed in advance is
   trained on the remaining 90% and scored by validation RMSE; the best
-  setting is trained again on the whole training split and scored once on
-  the test split. The test split never chooses anything.
+  setting is trained again on the whole training split and scored on the
+  test split. The test split never chooses anything.
+- The final fits draw their randomness independently of the validation
+  fits (seeds ``1000 * (split + 1) + r``, ``r < R``; the tuning fits use
+  the split's index): a refit with the tuning fit's seed would replay the
+  initial weights and, for DP-SGD (torch's generator), the noise and batches
+  that made the chosen setting look best on validation, luck a deployed
+  model with fresh noise does not have. DP-SEP draws its noise and batches
+  from the operating system whatever the seed. With ``--final-fits R`` each
+  method's chosen setting is trained R times (default 1) and its test RMSE
+  and log-likelihood are the means over those fits.
 - DP-SGD: ``torch.nn`` network of the same shape as DP-SEP's (one hidden layer
   of 50 ReLU units on every set, protein included, where ``bench_sep.py``
   uses 100), squared loss,
@@ -35,11 +44,15 @@ clipped to ``bounds_y`` for both):
   often there, and DP-SGD's noise variance still comes from their own
   validation split.
 - DP-SEP: ``DPSEPRegressor(model="mlp")`` at the same (epsilon, delta);
-  ``--sep-grid default`` fits its defaults once on the whole training split
+  ``--sep-grid default`` fits its defaults on the whole training split
   (no tuning); ``tuned`` chooses among ``mean_update="sep"`` settings
   (accountant, clipping norm, damping, batch size) by the same validation
   protocol, and ``adam`` among ``mean_update="adam"`` settings (learning
   rate 0.01, 0.03 or 0.1; 40 or 100 passes; batch 256).
+- ``--settings-from`` takes each method's chosen setting per split from an
+  earlier run's ``--save-json`` file instead of searching the grid again
+  (DP-SGD still trains the setting once on the validation split, for its
+  noise variance), to repeat the final fits alone.
 - ``--reuse-sep`` / ``--reuse-dpsgd`` take one method's per-split rows from an
   earlier run's ``--save-json`` file (same splits), to compare a new setting
   of the other method without training this one again.
@@ -91,6 +104,7 @@ from skprivfact.accounting import calibrate_noise_multiplier, make_accountant
 
 PROTEIN = "protein-tertiary-structure"
 VALIDATION_FRACTION = 0.1
+FINAL_SEED_STRIDE = 1000
 # One hidden layer of 50 ReLU units on every set, protein included (where
 # bench_sep.py follows probabilistic backpropagation's 100).
 HIDDEN_UNITS = 50
@@ -231,13 +245,18 @@ def train_dpsgd(X, y, hidden, epsilon, setting, seed, relation):
     return predict, float(optimizer.noise_multiplier), float(spent)
 
 
+def final_seeds(seed, n_fits):
+    """Seeds of the final fits, none of them a tuning fit's (those use ``seed``)."""
+    return [FINAL_SEED_STRIDE * (seed + 1) + r for r in range(n_fits)]
+
+
 def rmse(mean, target):
     if not np.all(np.isfinite(mean)):
         return math.inf
     return float(np.sqrt(np.mean((mean - target) ** 2)))
 
 
-def run_dpsgd(data, y, hidden, epsilon, train, test, seed, relation, grid):
+def run_dpsgd(data, y, hidden, epsilon, train, test, seed, relation, grid, n_fits):
     fit, validation = validation_split(train, seed)
     scores = []
     for setting in grid:
@@ -247,22 +266,27 @@ def run_dpsgd(data, y, hidden, epsilon, train, test, seed, relation, grid):
         scores.append(rmse(data.unscale_y(predict(data.X[validation])), y[validation]))
     best = int(np.argmin(scores))
     setting = grid[best]
-    start = time.process_time()
-    predict, sigma, spent = train_dpsgd(
-        data.X[train], data.y[train], hidden, epsilon, setting, seed, relation
-    )
-    seconds = time.process_time() - start
-    mean = data.unscale_y(predict(data.X[test]))
     # Noise model of the point network: the validation MSE of the chosen setting.
     noise_std = scores[best]
+    rmses, lls, seconds = [], [], []
+    for final_seed in final_seeds(seed, n_fits):
+        start = time.process_time()
+        predict, sigma, spent = train_dpsgd(
+            data.X[train], data.y[train], hidden, epsilon, setting, final_seed, relation
+        )
+        seconds.append(time.process_time() - start)
+        mean = data.unscale_y(predict(data.X[test]))
+        rmses.append(rmse(mean, y[test]))
+        lls.append(gaussian_log_likelihood(y[test], mean, noise_std))
     return {
-        "rmse": rmse(mean, y[test]),
-        "ll": gaussian_log_likelihood(y[test], mean, noise_std),
+        "rmse": statistics.mean(rmses),
+        "ll": statistics.mean(lls),
+        "rmse_fits": rmses,
         "setting": setting,
         "validation_rmse": scores[best],
         "noise_multiplier": sigma,
         "epsilon_spent": spent,
-        "cpu_seconds": seconds,
+        "cpu_seconds": statistics.median(seconds),
     }
 
 
@@ -278,7 +302,7 @@ def fit_sep(data, X, y, hidden, epsilon, rows, seed, setting):
     return estimator
 
 
-def run_sep(data, X, y, hidden, epsilon, train, test, seed, grid):
+def run_sep(data, X, y, hidden, epsilon, train, test, seed, grid, n_fits):
     scores = []
     if len(grid) > 1:
         fit, validation = validation_split(train, seed)
@@ -289,18 +313,23 @@ def run_sep(data, X, y, hidden, epsilon, train, test, seed, grid):
     else:
         best = 0
     setting = grid[best]
-    start = time.process_time()
-    estimator = fit_sep(data, X, y, hidden, epsilon, train, seed, setting)
-    seconds = time.process_time() - start
-    mean, std = estimator.predict(X[test], return_std=True)
+    rmses, lls, seconds = [], [], []
+    for final_seed in final_seeds(seed, n_fits):
+        start = time.process_time()
+        estimator = fit_sep(data, X, y, hidden, epsilon, train, final_seed, setting)
+        seconds.append(time.process_time() - start)
+        mean, std = estimator.predict(X[test], return_std=True)
+        rmses.append(rmse(mean, y[test]))
+        lls.append(gaussian_log_likelihood(y[test], mean, std))
     return {
-        "rmse": rmse(mean, y[test]),
-        "ll": gaussian_log_likelihood(y[test], mean, std),
+        "rmse": statistics.mean(rmses),
+        "ll": statistics.mean(lls),
+        "rmse_fits": rmses,
         "setting": setting,
         "validation_rmse": scores[best] if scores else None,
         "noise_multiplier": float(estimator.noise_multiplier_),
         "epsilon_spent": float(estimator.privacy_spent_[0]),
-        "cpu_seconds": seconds,
+        "cpu_seconds": statistics.median(seconds),
     }
 
 
@@ -341,7 +370,8 @@ def print_table(results, title):
     print(title)
     header = (
         f"{'data set':<27}{'eps':>4}{'spl':>4}  {'DP-SEP RMSE':>18}  {'DP-SGD RMSE':>18}"
-        f"{'ratio':>7}{'SEP<=SGD':>9}  {'DP-SEP LL':>17}  {'DP-SGD LL':>17}"
+        f"{'ratio':>7}{'SEP<=SGD':>9}  {'SEP-SGD paired':>20}  {'DP-SEP LL':>17}"
+        f"  {'DP-SGD LL':>17}"
     )
     print(header)
     print("-" * len(header))
@@ -352,15 +382,21 @@ def print_table(results, title):
         sgd_rmse = mean_se([r["rmse"] for r in sgd])
         ratio = sep_rmse[0] / sgd_rmse[0]
         wins = sum(a["rmse"] <= b["rmse"] for a, b in zip(sep, sgd))
+        # Same splits for both methods: the paired difference's standard
+        # error leaves out the spread between splits that both share.
+        paired = mean_se([a["rmse"] - b["rmse"] for a, b in zip(sep, sgd)])
         print(
             f"{name:<27}{float(epsilon):>4g}{len(sep):>4}  {fmt(*sep_rmse):>18}  "
             f"{fmt(*sgd_rmse):>18}{ratio:>7.3f}{f'{wins}/{len(sep)}':>9}  "
+            f"{fmt(*paired, digits=3):>20}  "
             f"{fmt(*mean_se([r['ll'] for r in sep])):>17}  "
             f"{fmt(*mean_se([r['ll'] for r in sgd])):>17}"
         )
     print(
         "mean ± standard error over splits; ratio = DP-SEP RMSE / DP-SGD RMSE (means); "
-        "SEP<=SGD: splits where DP-SEP's test RMSE is at most DP-SGD's; LL: mean test "
+        "SEP<=SGD: splits where DP-SEP's test RMSE is at most DP-SGD's; SEP-SGD "
+        "paired: mean ± standard error over splits of DP-SEP's test RMSE less "
+        "DP-SGD's on the same split; LL: mean test "
         "log-likelihood per row in the target's units (DP-SGD: Gaussian with the "
         "validation MSE as variance)."
     )
@@ -400,6 +436,21 @@ def main(argv=None):
         "setting chosen most often there (default: every split)",
     )
     parser.add_argument("--sep-grid", choices=sorted(SEP_GRIDS), default="default")
+    parser.add_argument(
+        "--final-fits",
+        type=int,
+        default=1,
+        help="train each chosen setting this many times on the training split "
+        "(seeds independent of the tuning fits) and report the mean test scores",
+    )
+    parser.add_argument(
+        "--settings-from",
+        type=Path,
+        nargs="+",
+        default=[],
+        help="take each method's chosen setting per split from files written by "
+        "--save-json (same splits) instead of searching the grids",
+    )
     parser.add_argument(
         "--relation", choices=["add_remove", "substitution"], default="add_remove"
     )
@@ -457,10 +508,21 @@ def main(argv=None):
     title = (
         f"DP-SEP ({args.sep_grid}) against DP-SGD (Opacus, "
         f"{'PRV, add/remove' if args.relation == 'add_remove' else 'substitution'}), "
-        f"delta {DELTA:g}, {args.n_splits} splits"
+        f"delta {DELTA:g}, {args.n_splits} splits, {args.final_fits} final "
+        f"fit{'s' if args.final_fits > 1 else ''} per split"
     )
     print(f"{title}; python {sys.version.split()[0]}, torch {torch.__version__}")
+    if args.final_fits < 1:
+        parser.error("--final-fits must be at least 1")
     reuse = {"sep": {}, "dpsgd": {}}
+    chosen = {"sep": {}, "dpsgd": {}}
+    for path in args.settings_from:
+        saved = json.loads(path.read_text())["results"]
+        for method, settings_of in chosen.items():
+            settings_of.update(
+                {key: [row["setting"] for row in rows[method]] for key, rows in saved.items()}
+            )
+        title += f"; settings from {path.name}"
     for method, rows_of in reuse.items():
         for path in getattr(args, f"reuse_{method}"):
             saved = json.loads(path.read_text())["results"]
@@ -485,11 +547,24 @@ def main(argv=None):
                         if tuned
                         else [most_chosen(results[key]["dpsgd"])]
                     )
+                    if key in chosen["sep"]:
+                        sep_grid = [chosen["sep"][key][seed]]
+                    if key in chosen["dpsgd"]:
+                        sgd_grid = [chosen["dpsgd"][key][seed]]
                     if key in reuse["sep"]:
                         sep = reuse["sep"][key][seed]
                     else:
                         sep = run_sep(
-                            data, X, y, hidden, epsilon, train, test, seed, sep_grid
+                            data,
+                            X,
+                            y,
+                            hidden,
+                            epsilon,
+                            train,
+                            test,
+                            seed,
+                            sep_grid,
+                            args.final_fits,
                         )
                     if key in reuse["dpsgd"]:
                         sgd = reuse["dpsgd"][key][seed]
@@ -504,6 +579,7 @@ def main(argv=None):
                             seed,
                             args.relation,
                             sgd_grid,
+                            args.final_fits,
                         )
                     results[key]["sep"].append(sep)
                     results[key]["dpsgd"].append(sgd)
