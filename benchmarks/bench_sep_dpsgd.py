@@ -18,15 +18,16 @@ clipped to ``bounds_y`` for both):
   trained on the remaining 90% and scored by validation RMSE; the best
   setting is trained again on the whole training split and scored on the
   test split. The test split never chooses anything.
-- The final fits draw their randomness independently of the validation
-  fits (seeds ``1000 * (split + 1) + r``, ``r < R``; the tuning fits use
-  the split's index): a refit with the tuning fit's seed would replay the
-  initial weights and, for DP-SGD (torch's generator), the noise and batches
-  that made the chosen setting look best on validation, luck a deployed
-  model with fresh noise does not have. DP-SEP draws its noise and batches
-  from the operating system whatever the seed. With ``--final-fits R`` each
+- The final fits are seeded independently of the tuning fits (seeds
+  ``1000 * (split + 1) + r``, ``r < R``; the tuning fits use the split's
+  index): a refit with the tuning fit's seed starts again from the initial
+  weights (torch's generator for DP-SGD, ``random_state`` for DP-SEP's
+  initial means) that the chosen setting was picked with, which flatters
+  the test score of both methods. DP-SEP draws its noise and batches from
+  the operating system whatever the seed. With ``--final-fits R`` each
   method's chosen setting is trained R times (default 1) and its test RMSE
-  and log-likelihood are the means over those fits.
+  and log-likelihood are the means over those fits; ``--reuse-*`` refuses
+  rows from a different number of final fits.
 - DP-SGD: ``torch.nn`` network of the same shape as DP-SEP's (one hidden layer
   of 50 ReLU units on every set, protein included, where ``bench_sep.py``
   uses 100), squared loss,
@@ -38,7 +39,9 @@ clipped to ``bounds_y`` for both):
   to bound the run time). Its point predictions get a homoscedastic
   Gaussian noise model for the test log-likelihood: the variance is the
   chosen setting's mean squared error on the validation split (estimated on
-  validation, not privately).
+  validation, not privately; the smallest of the grid's, so it tends to be
+  low, which lowers DP-SGD's log-likelihood where its test error is
+  larger).
 - ``--tune-splits K`` searches the grids on the first K splits only (to
   bound the run time on protein); later splits train the setting chosen most
   often there, and DP-SGD's noise variance still comes from their own
@@ -514,19 +517,34 @@ def main(argv=None):
     print(f"{title}; python {sys.version.split()[0]}, torch {torch.__version__}")
     if args.final_fits < 1:
         parser.error("--final-fits must be at least 1")
+    if args.tune_splits is not None and args.tune_splits < 1:
+        parser.error("--tune-splits must be at least 1")
     reuse = {"sep": {}, "dpsgd": {}}
     chosen = {"sep": {}, "dpsgd": {}}
+    relation_label = "substitution" if args.relation == "substitution" else "add/remove"
     for path in args.settings_from:
-        saved = json.loads(path.read_text())["results"]
-        for method, settings_of in chosen.items():
-            settings_of.update(
-                {key: [row["setting"] for row in rows[method]] for key, rows in saved.items()}
-            )
+        saved = json.loads(path.read_text())
+        if relation_label not in saved["title"]:
+            parser.error(f"{path} was not run with --relation {args.relation}")
+        for key, rows in saved["results"].items():
+            if len(rows["sep"]) < args.n_splits:
+                parser.error(f"{path} has {len(rows['sep'])} splits of {key}")
+            name = key.rsplit("@", 1)[0]
+            for method, allowed in (("sep", grid), ("dpsgd", dpsgd_grid(name))):
+                settings = [row["setting"] for row in rows[method]]
+                if any(setting not in allowed for setting in settings):
+                    parser.error(f"{path}: a {method} setting of {key} is not in the grid")
+                chosen[method][key] = settings
         title += f"; settings from {path.name}"
     for method, rows_of in reuse.items():
         for path in getattr(args, f"reuse_{method}"):
             saved = json.loads(path.read_text())["results"]
-            rows_of.update({key: rows[method] for key, rows in saved.items()})
+            for key, rows in saved.items():
+                # Rows of one table must come from the same number of final fits.
+                if any(len(row.get("rmse_fits", [0])) != args.final_fits for row in rows[method]):
+                    parser.error(f"{path}: the {method} rows of {key} are not from "
+                                 f"--final-fits {args.final_fits}")
+                rows_of[key] = rows[method]
             title += f"; {method} rows from {path.name}"
     results = {}
     with threadpool_limits(limits=1, user_api="blas"):
@@ -541,45 +559,31 @@ def main(argv=None):
                     start = time.perf_counter()
                     train, test = split(len(y), seed)
                     tuned = args.tune_splits is None or seed < args.tune_splits
-                    sep_grid = grid if tuned else [most_chosen(results[key]["sep"])]
-                    sgd_grid = (
-                        dpsgd_grid(name)
-                        if tuned
-                        else [most_chosen(results[key]["dpsgd"])]
-                    )
                     if key in chosen["sep"]:
                         sep_grid = [chosen["sep"][key][seed]]
+                    else:
+                        sep_grid = grid if tuned else [most_chosen(results[key]["sep"])]
                     if key in chosen["dpsgd"]:
                         sgd_grid = [chosen["dpsgd"][key][seed]]
+                    else:
+                        sgd_grid = (
+                            dpsgd_grid(name)
+                            if tuned
+                            else [most_chosen(results[key]["dpsgd"])]
+                        )
                     if key in reuse["sep"]:
                         sep = reuse["sep"][key][seed]
                     else:
                         sep = run_sep(
-                            data,
-                            X,
-                            y,
-                            hidden,
-                            epsilon,
-                            train,
-                            test,
-                            seed,
-                            sep_grid,
-                            args.final_fits,
+                            data, X, y, hidden, epsilon, train, test, seed,
+                            sep_grid, args.final_fits,
                         )
                     if key in reuse["dpsgd"]:
                         sgd = reuse["dpsgd"][key][seed]
                     else:
                         sgd = run_dpsgd(
-                            data,
-                            y,
-                            hidden,
-                            epsilon,
-                            train,
-                            test,
-                            seed,
-                            args.relation,
-                            sgd_grid,
-                            args.final_fits,
+                            data, y, hidden, epsilon, train, test, seed,
+                            args.relation, sgd_grid, args.final_fits,
                         )
                     results[key]["sep"].append(sep)
                     results[key]["dpsgd"].append(sgd)
