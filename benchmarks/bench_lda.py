@@ -42,13 +42,24 @@
    floor's median; the likelihood as each fit's ratio to the floor's median
    (also of 9 fits), with their median, range and the number of fits at or
    below the floor.
+6. ``ceiling``: the same splits and epsilons: how far below the floor a
+   model that splits the budget as DPLDA does could get if its topics cost
+   nothing. Each word's shares among the topics are those of the
+   non-private fit (K = 10, batch 400, 2 passes), exact; the word totals are
+   one private release at a share s of the budget, the preliminary release
+   of ``n_topic_words`` (multiplier: the floor's over ``sqrt(s)``, denoised
+   as DPLDA denoises it), s in {0.5, 0.7, 0.85, 0.95}, and s = 1, the
+   floor's own release. Held-out likelihood perplexity, median of 9 draws,
+   as a ratio to the floor's median. A private fit at share s has noisy
+   shares, and its topics' releases add to the totals of the words they
+   model (the counts' row), so this is a reference for it, not a bound.
 
     python benchmarks/bench_lda.py [kos] [synthetic] [kos_curve] [speed]
-        [agreement] [floor]
+        [agreement] [floor] [ceiling]
 
 With no section named, ``kos``, ``speed``, ``synthetic`` and ``kos_curve``
-run (``kos_curve`` is section 2's curve on KOS); ``agreement`` and ``floor``
-run only when named.
+run (``kos_curve`` is section 2's curve on KOS); ``agreement``, ``floor``
+and ``ceiling`` run only when named.
 """
 
 import statistics
@@ -356,14 +367,19 @@ def free_core_speedup(n_iterations=200_000_000):
 REAL_CORPORA = {"SOTU": sotu_split, "KOS": kos_split}
 
 
-def agreement(seeds=range(4)):
-    n_topics, batch_size, passes = 10, 400, 2
+def real_corpora():
+    """``(name, train, test)`` of each real corpus found; a line for the others."""
     for name, split in REAL_CORPORA.items():
         loaded = split()
         if loaded is None:
             print(f"{name} not found: skipped")
             continue
-        train, test = loaded
+        yield name, *loaded
+
+
+def agreement(seeds=range(4)):
+    n_topics, batch_size, passes = 10, 400, 2
+    for name, train, test in real_corpora():
         print(
             f"\n== {name} agreement without noise: K={n_topics}, batch_size="
             f"{batch_size}, passes={passes}, {train.shape[0]} train / "
@@ -469,12 +485,7 @@ def floor(epsilons=(1.0, 2.0, 4.0), repeats=9):
         {"n_components": 3, "n_topic_words": 50, "totals_share": 0.95},
         {"n_topic_words": 50, "totals_share": 0.95},
     ]
-    for name, split in REAL_CORPORA.items():
-        loaded = split()
-        if loaded is None:
-            print(f"{name} not found: skipped")
-            continue
-        train, test = loaded
+    for name, train, test in real_corpora():
         print(
             f"\n== {name}: private DPLDA (K={n_topics}) against the private unigram "
             f"floor, {train.shape[0]} train / {test.shape[0]} test documents, "
@@ -537,6 +548,74 @@ def floor(epsilons=(1.0, 2.0, 4.0), repeats=9):
                     )
 
 
+def exact_share_topics(reference, totals):
+    """Topics splitting ``totals`` among them by the shares of ``reference``'s."""
+    statistics_ = reference.components_ - reference.topic_word_prior_
+    shares = statistics_ / statistics_.sum(axis=0)
+    topics = DPLDA(reference.n_components, epsilon=INF, batch_size=1)
+    topics.n_features_in_ = totals.size
+    topics.components_ = reference.topic_word_prior_ + totals * shares
+    topics.exp_dirichlet_component_ = np.exp(
+        _dirichlet_expectation_2d(topics.components_)
+    )
+    topics.doc_topic_prior_ = reference.doc_topic_prior_
+    topics.topic_word_prior_ = reference.topic_word_prior_
+    return topics
+
+
+def ceiling(epsilons=(1.0, 2.0, 4.0), shares=(0.5, 0.7, 0.85, 0.95, 1.0), repeats=9):
+    n_topics = 10
+    for name, train, test in real_corpora():
+        print(
+            f"\n== {name}: exact topic shares (non-private K={n_topics}, batch 400, "
+            "2 passes) on private word totals released at a share s of the budget, "
+            "held-out likelihood perplexity over the floor's, median of "
+            f"{repeats} draws =="
+        )
+        with threadpool_limits(1):
+            reference = DPLDA(
+                n_topics, epsilon=INF, batch_size=400, max_iter=2, random_state=0
+            ).fit(train)
+            clean_unigram = likelihood_perplexity(unigram_floor(train, INF), test)
+            print(
+                "no noise: the topics' perplexity over the unigram's "
+                f"{likelihood_perplexity(reference, test) / clean_unigram:.3f}"
+            )
+            for epsilon in epsilons:
+                floors = [unigram_floor(train, epsilon) for _ in range(repeats)]
+                floor_value = statistics.median(
+                    likelihood_perplexity(u, test) for u in floors
+                )
+                multiplier = floors[0].noise_multiplier_
+                ratios = []
+                for share in shares:
+                    values = []
+                    for _ in range(repeats):
+                        # The multiplier sets the noise; an infinite epsilon
+                        # only lifts the budget check (this release spends
+                        # the share s of epsilon, not all of it).
+                        totals = DPLDA(
+                            1,
+                            epsilon=INF,
+                            noise_multiplier=multiplier / np.sqrt(share),
+                            batch_size=None,
+                            max_iter=1,
+                            n_topic_words=None,
+                        ).fit(train)
+                        topics = exact_share_topics(
+                            reference, totals.components_[0] - totals.topic_word_prior_
+                        )
+                        values.append(likelihood_perplexity(topics, test))
+                    ratio = statistics.median(values) / floor_value
+                    ratios.append(f"s={share:g}: {ratio:.3f}")
+                print(
+                    f"epsilon {epsilon}: floor {floor_value:.1f} "
+                    f"({floor_value / clean_unigram:.3f} of the unigram without noise); "
+                    + ", ".join(ratios),
+                    flush=True,
+                )
+
+
 if __name__ == "__main__":
     run_sections(
         {
@@ -546,6 +625,7 @@ if __name__ == "__main__":
             "speed": speed,
             "agreement": agreement,
             "floor": floor,
+            "ceiling": ceiling,
         },
         __doc__,
         default=["kos", "speed", "synthetic", "kos_curve"],

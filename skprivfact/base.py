@@ -15,7 +15,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, Options, StrOptions
 
 from .exceptions import PrivacyLeakWarning
-from .privacy import PrivacyBudget, PrivacyEngine, plan_privacy
+from .privacy import PrivacyBudget, PrivacyEngine, _noise_is_reproducible, plan_privacy
 from .utils._progress import Progress
 from .utils._validation import check_no_fit_params
 
@@ -64,6 +64,21 @@ class CentralPrivacyEstimator(BaseEstimator):
 
     _full_batch_is_n_free = False
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # A private fit draws its noise and batches from the operating
+        # system's entropy: two fits with the same random_state differ (unless
+        # inside reproducible_noise, the testing mode).
+        # (epsilon is read as fit would take it: tags are also asked of an
+        # estimator whose parameters fit has not validated yet.)
+        no_noise = (
+            getattr(self, "noise_multiplier", None) is None
+            and isinstance(self.epsilon, Real)
+            and math.isinf(self.epsilon)
+        )
+        tags.non_deterministic = not no_noise and not _noise_is_reproducible()
+        return tags
+
     @staticmethod
     def _sample_rate(batch_size, n_samples):
         """The one batch-size policy: ``None`` or at least n uses every record."""
@@ -73,7 +88,12 @@ class CentralPrivacyEstimator(BaseEstimator):
 
     @staticmethod
     def _releases_per_pass(sample_rate):
-        return max(1, math.ceil(1.0 / sample_rate))
+        """``ceil(n_samples / batch_size)`` from ``sample_rate = batch_size / n_samples``.
+
+        ``1 / sample_rate`` can round just above an integer (49.00000000000001
+        for 1 / 49): rounded to 9 decimals first, it makes no spare release.
+        """
+        return max(1, math.ceil(round(1.0 / sample_rate, 9)))
 
     def _start_privacy(
         self,
@@ -194,7 +214,9 @@ class CentralPrivacyEstimator(BaseEstimator):
         Changing ``epsilon``, ``delta``, ``accountant``, ``noise_multiplier``,
         ``secure`` or ``budget`` between calls would release under a plan made
         for other values (for example noise-free statistics accounted as
-        noisy, or releases a new budget never sees): refuse.
+        noisy, or releases a new budget never sees): refuse. So is a changed
+        ``n_components``, which the fitted model does not have, before a
+        release is spent on a step that cannot be taken.
         """
         engine = self._engine
         plan = engine.plan
@@ -218,6 +240,17 @@ class CentralPrivacyEstimator(BaseEstimator):
                 "epsilon, delta, accountant, noise_multiplier, secure or budget "
                 "changed since the first partial_fit: the noise was planned for the "
                 "old values. Call fit to start a new model."
+            )
+        fitted_components = getattr(self, "components_", None)
+        if (
+            fitted_components is not None
+            and fitted_components.shape[0] != self.n_components
+        ):
+            # Checked before the release: the model's shape is the fitted one.
+            raise ValueError(
+                f"n_components changed since the first partial_fit (the model has "
+                f"{fitted_components.shape[0]}, n_components is {self.n_components}). "
+                "Call fit to start a new model."
             )
 
     def _refuse_fit_params(self, fit_params):

@@ -12,11 +12,7 @@ from scipy.linalg import lapack
 from sklearn.base import ClassifierMixin, TransformerMixin, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
-from sklearn.utils.validation import (
-    _check_feature_names_in,
-    check_is_fitted,
-    validate_data,
-)
+from sklearn.utils.validation import _check_feature_names_in, check_is_fitted
 from threadpoolctl import ThreadpoolController
 
 from ._logistic_kernels import (
@@ -29,7 +25,7 @@ from ._logistic_kernels import (
 from .base import CentralPrivacyEstimator
 from .exceptions import PrivacyLeakWarning
 from .mechanisms import _clip_rows_inplace, clip_rows
-from .utils._validation import check_positive_bound
+from .utils._validation import check_positive_bound, validate_input
 
 __all__ = ["DPBayesLogReg"]
 
@@ -883,7 +879,7 @@ class DPBayesLogReg(ClassifierMixin, TransformerMixin, CentralPrivacyEstimator):
             The fitted estimator.
         """
         self._refuse_fit_params(fit_params)
-        X, y = validate_data(
+        X, y = validate_input(
             self, X, y, dtype=[np.float64, np.float32], y_numeric=False
         )
         classes = self._check_labels(y)
@@ -973,7 +969,7 @@ class DPBayesLogReg(ClassifierMixin, TransformerMixin, CentralPrivacyEstimator):
     def _logit_moments(self, X):
         """:meth:`transform`'s array, whatever output ``set_output`` asks of it."""
         check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        X = validate_input(self, X, reset=False, dtype=[np.float64, np.float32])
         X = np.asarray(X, dtype=np.float64)
         _warn_if_clipped(X, self.data_norm_)
         X = clip_rows(X, self.data_norm_)

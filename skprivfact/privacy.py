@@ -107,6 +107,11 @@ def reproducible_noise(seed):
         _state.root = previous
 
 
+def _noise_is_reproducible():
+    """Whether releases are drawn inside :func:`reproducible_noise`."""
+    return getattr(_state, "root", None) is not None
+
+
 def _testing_stream(random_state):
     """The seed sequence of one fit in the testing mode, or None outside it."""
     root = getattr(_state, "root", None)

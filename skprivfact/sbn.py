@@ -8,11 +8,12 @@ from scipy import special
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin, _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import _num_samples, check_is_fitted, validate_data
+from sklearn.utils.validation import _num_samples, check_is_fitted
 
 from . import _sbn_kernels as kernels
 from .base import CentralPrivacyEstimator
 from .mechanisms import clip_rows
+from .utils._validation import validate_input
 
 __all__ = ["DPSigmoidBeliefNet", "sigmoid_belief_net_log_likelihood"]
 
@@ -34,7 +35,7 @@ _PROPOSAL_MIXING = 0.05
 # weights (which break the symmetry of the hidden units) are what the first
 # local step sees.
 _INIT_VARIANCE = 0.01
-# Rows per chunk of the local step at prediction time (memory).
+# Rows per chunk of the local step (memory).
 _CHUNK = 8192
 # Largest number of hidden units for which the exact log-likelihood
 # enumerates the 2**n_components hidden states.
@@ -244,15 +245,24 @@ def _batch_statistics(U, local_step, n_sweeps, sensitivities, tol=0.0):
     mu : ndarray of shape (n, K)
         The local posteriors.
     """
-    mu, omega, outer_tri, _ = local_step(U, n_sweeps, tol)
     sens_second, _, sens_hidden = sensitivities
-    root_tri = math.sqrt(outer_tri.shape[1])
-    omega = clip_rows(omega, sens_second / root_tri)
-    outer_tri = clip_rows(outer_tri, root_tri)
-    mu = clip_rows(mu, sens_hidden)
-    second_sum = omega.T @ outer_tri
-    first_sum = U.T @ np.hstack([mu, np.ones((mu.shape[0], 1))])
-    return second_sum, first_sum, mu.sum(axis=0), mu
+    second_sum = first_sum = hidden_sum = 0.0
+    mus = []
+    # In chunks of rows, as at prediction time: the packed outer products
+    # take (K + 1)(K + 2) / 2 values per row. Each row's factors depend on
+    # that row alone, so the sums are those of the whole batch.
+    for start in range(0, max(U.shape[0], 1), _CHUNK):
+        rows = U[start : start + _CHUNK]
+        mu, omega, outer_tri, _ = local_step(rows, n_sweeps, tol)
+        root_tri = math.sqrt(outer_tri.shape[1])
+        omega = clip_rows(omega, sens_second / root_tri)
+        outer_tri = clip_rows(outer_tri, root_tri)
+        mu = clip_rows(mu, sens_hidden)
+        second_sum = second_sum + omega.T @ outer_tri
+        first_sum = first_sum + rows.T @ np.hstack([mu, np.ones((mu.shape[0], 1))])
+        hidden_sum = hidden_sum + mu.sum(axis=0)
+        mus.append(mu)
+    return second_sum, first_sum, hidden_sum, np.vstack(mus)
 
 
 class DPSigmoidBeliefNet(
@@ -335,8 +345,9 @@ class DPSigmoidBeliefNet(
     learning_offset : float, default=1.0
         Offset ``tau_0 >= 0`` of the step.
     init_scale : float, default=0.5
-        Standard deviation of the random initial weights (drawn from
-        ``random_state``, without looking at the data).
+        Standard deviation, positive, of the random initial weights (drawn
+        from ``random_state``, without looking at the data): they break the
+        symmetry between hidden units, which all-zero weights would keep.
     n_importance_samples : int, default=200
         Importance samples per row in :meth:`score_samples`.
     accountant : {"rdp", "pld"}, default="rdp"
@@ -515,7 +526,7 @@ class DPSigmoidBeliefNet(
         "hidden_prior_precision": [Interval(Real, 0, None, closed="neither")],
         "learning_decay": [Interval(Real, 0, 1, closed="both"), StrOptions({"auto"})],
         "learning_offset": [Interval(Real, 0, None, closed="left")],
-        "init_scale": [Interval(Real, 0, None, closed="left")],
+        "init_scale": [Interval(Real, 0, None, closed="neither")],
         "n_importance_samples": [Interval(Integral, 1, None, closed="left")],
         "verbose": ["verbose", StrOptions({"bar"})],
         "random_state": ["random_state"],
@@ -678,7 +689,7 @@ class DPSigmoidBeliefNet(
         self._publish()
 
     def _check_X(self, X, reset):
-        X = validate_data(self, X, reset=reset, dtype=[np.float64, np.float32])
+        X = validate_input(self, X, reset=reset, dtype=[np.float64, np.float32])
         X = np.asarray(X, dtype=np.float64)
         if X.size and (X.min() < 0.0 or X.max() > 1.0):
             # Other values have no likelihood under the model (a score would

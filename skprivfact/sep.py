@@ -13,13 +13,14 @@ from sklearn.base import (
 )
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from ._pbp_kernels import mlp_predictive_moments, mlp_sites, noise_sites
 from .accounting import calibrate_noise_multiplier
 from .base import CentralPrivacyEstimator
 from .exceptions import PrivacyLeakWarning
 from .mechanisms import clip_rows, project_psd
+from .utils._validation import validate_input
 
 __all__ = ["DPSEPRegressor"]
 
@@ -685,7 +686,7 @@ def _fit_sep(
     factor = model.initial_factor(random_state, n_samples)
     if clip_norm is not None:
         factor = _clip_vector(factor, clip_norm)
-    steps_per_pass = max(1, math.ceil(1.0 / sample_rate))
+    steps_per_pass = CentralPrivacyEstimator._releases_per_pass(sample_rate)
     n_steps = n_passes * steps_per_pass
     adam = mean_update == "adam"
     warmup_steps = min(round(_ADAM_WARMUP_FRACTION * n_steps), n_steps - 1) if adam else n_steps
@@ -1202,7 +1203,7 @@ class DPSEPRegressor(
             The fitted estimator.
         """
         self._refuse_fit_params(fit_params)
-        X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True)
+        X, y = validate_input(self, X, y, dtype=np.float64, y_numeric=True)
         X = np.asarray(X, dtype=np.float64)
         y = np.asarray(y, dtype=np.float64)
         n_samples = X.shape[0]
@@ -1407,7 +1408,7 @@ class DPSEPRegressor(
 
     def _scaled_moments(self, X, warn=True):
         check_is_fitted(self)
-        X = validate_data(self, X, dtype=np.float64, reset=False)
+        X = validate_input(self, X, dtype=np.float64, reset=False)
         X_scaled = _apply_scaling(
             np.asarray(X, dtype=np.float64),
             self.X_offset_,

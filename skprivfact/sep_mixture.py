@@ -13,7 +13,7 @@ from sklearn.base import (
 )
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from ._mixture_kernels import mixture_sites
 from .base import CentralPrivacyEstimator
@@ -24,11 +24,14 @@ from .sep import (
     _fit_sep,
     _scaling,
 )
+from .utils._validation import validate_input
 
 __all__ = ["DPSEPGaussianMixture"]
 
 # Initial factor: each component's mean drawn uniformly in this fraction of
-# the scaled box around the prior mean, held by this many records' worth of
+# the scaled box around its centre (not around the prior mean: a prior mean
+# near a corner would start every component at that corner, clipped to the
+# box, where they stay together), held by this many records' worth of
 # evidence (data-independent symmetry breaking). On the paper's synthetic
 # setting (N = 1000, 4 components in 4 dimensions, 4 datasets x 3 seeds) a
 # spread of 1 left no run in a poor local optimum without noise, against 4
@@ -114,10 +117,9 @@ class _MixtureModel:
         # uniformly in the scaled box [-1, 1]^d (the public bounds) from
         # random_state, each held by one record's worth of precision, so that
         # the first sites are computed at a broad cavity.
-        means = self.prior_mean + self.init_spread * random_state.uniform(
+        means = self.init_spread * random_state.uniform(
             -1.0, 1.0, size=(self.n_components, self.n_features)
         )
-        means = np.clip(means, -1.0, 1.0)
         table = np.empty((self.n_components, self.n_features + 1))
         table[:, 0] = self.init_strength / (n_samples * self.variance)
         table[:, 1:] = table[:, :1] * means
@@ -184,7 +186,7 @@ def _check_weights(weights, n_components):
     if np.any(~np.isfinite(weights)) or np.any(weights <= 0):
         raise ValueError("weights must be positive and finite.")
     if not math.isclose(weights.sum(), 1.0, rel_tol=1e-6):
-        raise ValueError(f"weights must sum to 1; got {weights.sum()!r}.")
+        raise ValueError(f"weights must sum to 1; got {float(weights.sum())!r}.")
     return weights
 
 
@@ -308,7 +310,7 @@ class DPSEPGaussianMixture(
         The known mixing weights; None is uniform.
     mean_prior : float, array-like of shape (n_features,) or None, default=None
         Mean of the Gaussian prior of each component mean, in the units of
-        ``X``; None is the centre of ``bounds_X``.
+        ``X``, within ``bounds_X``; None is the centre of ``bounds_X``.
     mean_precision_prior : float or None, default=None
         Precision of that prior (per coordinate), in the units of ``X``;
         None is ``1 / half_range**2`` (unit precision in the scaled units).
@@ -527,7 +529,7 @@ class DPSEPGaussianMixture(
             The fitted estimator.
         """
         self._refuse_fit_params(fit_params)
-        X = validate_data(self, X, dtype=np.float64)
+        X = validate_input(self, X, dtype=np.float64)
         X = np.asarray(X, dtype=np.float64)
         n_samples, n_features = X.shape
         if n_samples < 2:
@@ -552,10 +554,10 @@ class DPSEPGaussianMixture(
         batch_size = self.batch_size
         if batch_size == "auto":
             batch_size = max(1, n_samples // _AUTO_UPDATES_PER_PASS)
-        # Planned (and reserved against the budget) before anything is computed
-        # from the data.
-        engine = self._start_privacy(n_samples, batch_size)
-        self.damping_ = damping
+        # Every parameter is checked before the plan: a refused fit reserves
+        # nothing against the budget and keeps the previous model. The scale
+        # comes from the public bounds (from X only without them, a leak the
+        # PrivacyLeakWarning states); nothing is released before the plan.
         offset, scale, box = _scaling(X, self.bounds_X, "bounds_X", private, "X")
         scale = float(np.max(scale))
         if not scale > 0:
@@ -568,6 +570,17 @@ class DPSEPGaussianMixture(
                 "give covariance in the units of X, and check X for outliers or "
                 "set bounds_X."
             )
+        if (
+            mean_prior is not None
+            and box is not None
+            and (np.any(mean_prior < box[0]) or np.any(mean_prior > box[1]))
+        ):
+            # The component means lie in the box (the data are clipped to it
+            # and so are the posterior means): a prior outside it would pull
+            # the returned means out of it.
+            raise ValueError("mean_prior must lie within bounds_X.")
+        engine = self._start_privacy(n_samples, batch_size)
+        self.damping_ = damping
         self.X_offset_, self.X_scale_, self._X_box = offset, scale, box
         Z = _apply_scaling(
             X, offset, np.full(n_features, scale), box, "bounds_X", warn=not private
@@ -617,9 +630,9 @@ class DPSEPGaussianMixture(
     def _log_joint(self, X):
         """``log pi_k + log N(x; means_[k], (covariance + means_variance_[k]) I)``."""
         check_is_fitted(self)
-        X = validate_data(self, X, dtype=np.float64, reset=False)
+        X = validate_input(self, X, dtype=np.float64, reset=False)
         X = np.asarray(X, dtype=np.float64)
-        spread = self.covariance + self.means_variance_
+        spread = self.covariances_ + self.means_variance_
         distance = (
             np.einsum("ij,ij->i", X, X)[:, None]
             - 2.0 * X @ self.means_.T

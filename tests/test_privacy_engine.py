@@ -14,12 +14,13 @@ import itertools
 import math
 import pickle
 import re
+import traceback
 import warnings
 
 import numpy as np
 import pytest
 from scipy import stats
-from sklearn.base import clone
+from sklearn.base import BaseEstimator, clone, is_classifier, is_regressor
 from sklearn.model_selection import GridSearchCV
 from sklearn.utils.validation import validate_data
 
@@ -915,6 +916,9 @@ _VARIANTS = [(name, {}) for name in DP_ESTIMATORS] + [
     ("DPLDA", {"noise_multiplier": 2.0, "epsilon": float("inf"), "batch_size": 10}),
     ("DPLDA", {"n_topic_words": 4, "batch_size": 10}),
     ("DPBayesLogReg", {"fit_intercept": True, "batch_size": 10}),
+    ("DPSEPGaussianMixture", {"batch_size": "auto"}),
+    ("DPSEPGaussianMixture", {"batch_size": 7}),
+    ("DPSigmoidBeliefNet", {"batch_size": 10}),
 ]
 
 
@@ -975,6 +979,86 @@ def test_partial_fit_reads_the_data_through_its_releases_only(name, monkeypatch,
     assert "epsilon spent" in outputs[0]
     assert outputs[0] == outputs[1]
     _assert_same_state(*states, name)
+
+
+def _public_estimator_classes():
+    return [
+        obj
+        for obj in (getattr(skprivfact, name) for name in skprivfact.__all__)
+        if inspect.isclass(obj) and issubclass(obj, BaseEstimator)
+    ]
+
+
+SECRET = "secret-id-42"
+
+
+@pytest.mark.parametrize(
+    "X",
+    [
+        np.array([0.0, 1.0, 0.123456789]),
+        np.array([[0.0, 1.0], [1.0, SECRET], [0.0, 0.0]], dtype=object),
+        np.array([[0.0, 1.0], [1.0, 0.123456789 + 1j], [0.0, 0.0]]),
+    ],
+    ids=["1-D", "string", "complex"],
+)
+@pytest.mark.parametrize("cls", _public_estimator_classes(), ids=lambda cls: cls.__name__)
+def test_an_input_error_does_not_quote_the_values(cls, X):
+    # The guide: an error about the input does not name the offending value
+    # (it may be a record's). scikit-learn prints a 1-D input in full, numpy
+    # the string it could not convert, check_array a complex array.
+    y = np.array([0, 1, 0])
+    estimator = cls()
+    with pytest.raises((TypeError, ValueError)) as raised:
+        if is_classifier(estimator) or is_regressor(estimator):
+            estimator.fit(X, y)
+        else:
+            estimator.fit(X)
+    shown = "".join(traceback.format_exception(raised.value))
+    assert "0.1234" not in shown and SECRET not in shown
+
+
+@pytest.mark.secret_noise
+@pytest.mark.parametrize("name", DP_ESTIMATORS)
+def test_a_seed_does_not_replay_the_batches(name, monkeypatch):
+    # The accountant's amplification rests on batches nobody can predict: the
+    # same random_state and global seed must not draw the same Poisson batches.
+    estimator, with_canary, _ = _neighbours(CASES[name](1.0))
+    estimator.set_params(batch_size=10, max_iter=2)
+    batches = []
+    original = PrivacyEngine.sample
+
+    def recording(engine, n_samples, *args, **kwargs):
+        batch = original(engine, n_samples, *args, **kwargs)
+        batches[-1].append(np.asarray(batch).copy())
+        return batch
+
+    monkeypatch.setattr(PrivacyEngine, "sample", recording)
+    for _ in range(2):
+        np.random.seed(7)
+        batches.append([])
+        _fit(estimator, with_canary)
+    first, second = batches
+    assert len(first) == len(second) >= 6
+    # 31 rows at rate 10/31: two fits drawing the same 6 batches by chance
+    # has probability below 1e-40.
+    assert any(not np.array_equal(a, b) for a, b in zip(first, second))
+
+
+@pytest.mark.parametrize("name", DP_ESTIMATORS)
+def test_a_pass_is_ceil_n_over_batch_size_releases(name):
+    # 1 / (1 / 49) rounds to 49.00000000000001, whose ceiling would add a
+    # release per pass (and its noise) that the docs do not count.
+    assert all(
+        CentralPrivacyEstimator._releases_per_pass(b / n) == math.ceil(n / b)
+        for n in range(1, 400)
+        for b in range(1, n + 1)
+    )
+    estimator, (X, y), _, _ = CASES[name](1.0)
+    X = np.resize(X, (49, X.shape[1]))
+    y = None if y is None else np.resize(y, 49)
+    full_batch = _fit(estimator.set_params(batch_size=None), (X, y)).n_releases_
+    one_row = _fit(estimator.set_params(batch_size=1), (X, y)).n_releases_
+    assert one_row - full_batch == 48
 
 
 def test_batches_are_poisson_samples():

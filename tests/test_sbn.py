@@ -174,6 +174,23 @@ def test_one_release_of_three_blocks_per_iteration(monkeypatch):
     assert calls[0] == ([(12, 10), (12, 4), (3,)], list(sbn._block_sensitivities(12, 3)))
 
 
+def test_batch_statistics_in_chunks_are_the_whole_batch_sums(monkeypatch):
+    # Each row's factors depend on that row alone: summing them chunk by
+    # chunk (for memory) gives the whole batch's sums, empty batches included.
+    X, _, _ = make_sigmoid_belief_net(50, 6, 3, random_state=0)
+    model = DPSigmoidBeliefNet(3, epsilon=float("inf"), max_iter=1, random_state=0).fit(X)
+    U = sbn._centred_observations(X)
+    sensitivities = sbn._block_sensitivities(6, 3)
+    whole = sbn._batch_statistics(U, model._posterior_local_step(), 3, sensitivities)
+    monkeypatch.setattr(sbn, "_CHUNK", 7)
+    chunked = sbn._batch_statistics(U, model._posterior_local_step(), 3, sensitivities)
+    for a, b in zip(whole, chunked):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+    empty = sbn._batch_statistics(U[:0], model._posterior_local_step(), 3, sensitivities)
+    assert [np.shape(a) for a in empty] == [(6, 10), (6, 4), (3,), (0, 3)]
+    assert all(not np.any(a) for a in empty)
+
+
 # Learning ----------------------------------------------------------------------
 
 
@@ -310,3 +327,22 @@ def test_refused_input_reserves_no_budget(method):
         getattr(DPSigmoidBeliefNet(2, budget=budget), method)(X)
     assert budget.n_fits == 0
     assert budget.spent[0] == 0.0
+
+
+def test_partial_fit_refuses_a_changed_n_components_before_releasing():
+    X, _, _ = make_sigmoid_belief_net(300, 8, 2, random_state=0)
+    model = DPSigmoidBeliefNet(2, epsilon=2.0, batch_size=100, max_iter=3, random_state=0)
+    model.partial_fit(X)
+    hidden = model.transform(X)
+    with pytest.raises(ValueError, match="n_components changed since the first partial_fit"):
+        model.set_params(n_components=4).partial_fit(X)
+    assert model.n_releases_ == 1
+    np.testing.assert_array_equal(model.set_params(n_components=2).transform(X), hidden)
+    model.partial_fit(X)
+    assert model.n_releases_ == 2
+
+
+def test_init_scale_must_be_positive():
+    X, _, _ = make_sigmoid_belief_net(50, 4, 2, random_state=0)
+    with pytest.raises(ValueError, match="init_scale"):
+        DPSigmoidBeliefNet(2, init_scale=0.0).fit(X)

@@ -269,3 +269,53 @@ def test_a_scalar_mean_prior_is_every_features_prior_mean():
         2, epsilon=float("inf"), mean_prior=[0.5, 0.5], random_state=0
     )
     np.testing.assert_array_equal(scalar.fit(X).means_, vector.fit(X).means_)
+
+
+def test_a_mean_prior_near_a_corner_still_separates_the_components():
+    # The initial means are drawn in the whole box, not around the prior mean:
+    # around a prior near a corner they were clipped to that corner together
+    # and never separated.
+    X = np.vstack(
+        [np.random.RandomState(0).normal(loc, 0.3, size=(500, 2)) for loc in (-2.0, 2.0)]
+    )
+    model = DPSEPGaussianMixture(
+        2, epsilon=float("inf"), bounds_X=(-4, 4), mean_prior=3.9, random_state=0
+    ).fit(X)
+    truth = np.array([[-2.0, -2.0], [2.0, 2.0]])
+    assert matched_error(model.means_, truth) < 0.1
+
+
+@pytest.mark.parametrize("mean_prior", [10.0, [0.0, -4.5]])
+def test_a_mean_prior_outside_the_bounds_is_refused_before_any_budget(mean_prior):
+    X = np.random.RandomState(0).normal(size=(50, 2))
+    budget = PrivacyBudget(epsilon=10.0, delta=1e-5)
+    with pytest.raises(ValueError, match="mean_prior must lie within bounds_X"):
+        DPSEPGaussianMixture(2, bounds_X=(-4, 4), mean_prior=mean_prior, budget=budget).fit(X)
+    assert budget.n_fits == 0
+
+
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ({"bounds_X": (4, -4)}, "every lower bound must be below"),
+        ({"covariance": 1e-20}, "covariance is negligible"),
+    ],
+)
+def test_a_refused_refit_keeps_the_model_and_charges_nothing(bad, message):
+    X, _ = blobs(200)
+    budget = PrivacyBudget(epsilon=10.0, delta=1e-5)
+    model = mixture(budget=budget).fit(X)
+    labels = model.predict(X)
+    with pytest.raises(ValueError, match=message):
+        model.set_params(**bad).fit(X)
+    assert budget.n_fits == 1
+    np.testing.assert_array_equal(model.predict(X), labels)
+
+
+def test_predictions_use_the_fitted_covariances_not_the_parameter():
+    X, _ = blobs(200)
+    model = mixture(epsilon=float("inf")).fit(X)
+    scores = model.score_samples(X)
+    model.set_params(covariance=25.0)
+    np.testing.assert_array_equal(model.score_samples(X), scores)
+    np.testing.assert_array_equal(model.covariances_, np.full(3, 0.25))

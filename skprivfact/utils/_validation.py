@@ -6,6 +6,7 @@ the same message everywhere.
 """
 
 import math
+import re
 from numbers import Integral, Real
 
 import numpy as np
@@ -14,6 +15,7 @@ from sklearn.utils import check_array
 from sklearn.utils.validation import validate_data
 
 __all__ = [
+    "validate_input",
     "check_no_fit_params",
     "check_count_matrix",
     "check_noisy_count_matrix",
@@ -30,6 +32,54 @@ _COUNT_DTYPES = (np.float64, np.float32, np.int64, np.int32)
 _MAX_ABS_COUNT = 2**53
 
 
+# A value quoted by scikit-learn's or numpy's message about the input: the
+# "array=..." line of a wrong number of dimensions, the array printed after
+# "Complex data not supported", the text after "could not convert string to
+# float:" (or "invalid literal for int() with base 10:").
+_QUOTED_ARRAY = re.compile(r"^array=.*$", re.MULTILINE)
+_CONVERSION = re.compile(r"^(could not convert .+? to \w+|invalid literal for .+?): .*$")
+
+
+def _without_values(message):
+    """``message`` without the input values it quotes (None: it quotes none)."""
+    first_line, _, rest = message.partition("\n")
+    if first_line.startswith("Complex data not supported"):
+        return "Complex data not supported."
+    unquoted = _CONVERSION.sub(
+        r"\1: a value is not a number (the value is not shown: it may be a "
+        r"private record's).",
+        first_line,
+    )
+    if rest:
+        unquoted += "\n" + _QUOTED_ARRAY.sub("array=(not shown)", rest)
+    return None if unquoted == message else unquoted
+
+
+def _without_quoted_values(function, *args, **kwargs):
+    """``function(*args, **kwargs)``; its input errors raised again without values."""
+    try:
+        return function(*args, **kwargs)
+    except (TypeError, ValueError) as error:
+        message = _without_values(str(error))
+        if message is None:
+            raise
+        kind = TypeError if isinstance(error, TypeError) else ValueError
+        # "from None": the original message, with the values, stays out of the
+        # traceback too.
+        raise kind(message) from None
+
+
+def validate_input(estimator, *args, **kwargs):
+    """scikit-learn's ``validate_data``, its errors without the values they quote.
+
+    A private fit's error about its input must not name the offending value
+    (it may be a record's): scikit-learn prints a 1-D input in full and numpy
+    the string it could not convert. Those errors are raised again, of the
+    same kind and with the same text up to the values.
+    """
+    return _without_quoted_values(validate_data, estimator, *args, **kwargs)
+
+
 def _validate(X, estimator, reset, accept_sparse, dtype, input_name):
     kwargs = dict(
         accept_sparse=accept_sparse,
@@ -38,8 +88,8 @@ def _validate(X, estimator, reset, accept_sparse, dtype, input_name):
         ensure_2d=True,
     )
     if estimator is None:
-        return check_array(X, input_name=input_name, **kwargs)
-    return validate_data(estimator, X, reset=reset, **kwargs)
+        return _without_quoted_values(check_array, X, input_name=input_name, **kwargs)
+    return validate_input(estimator, X, reset=reset, **kwargs)
 
 
 def _stored_values(X):
