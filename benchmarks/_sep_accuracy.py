@@ -319,3 +319,59 @@ def section_scaling(args, names):
                 )
     print("test RMSE, mean over splits; ratio auto / share 0")
     print()
+
+
+def section_default_model(args, names):
+    """The private default model: the network (Adam) against the linear model.
+
+    Chosen on validation rows: 10% of each training split held out (its own
+    seeded permutation); the test splits are not read.
+    """
+    if args.datasets is None:
+        # protein's network fits take minutes each: name it to include it
+        names = [name for name in names if name != "protein-tertiary-structure"]
+    n_splits = args.n_splits or 3
+    print(
+        f"== default-model: DPSEPRegressor(model=...) at its private defaults, "
+        f"delta={DELTA:g}, the private section's bounds, validation RMSE (10% of "
+        f"each training split), first {n_splits} splits =="
+    )
+    header = (
+        f"{'data set':<27}{'epsilon':>8}{'linear':>10}{'mlp':>10}{'ratio':>7}"
+        f"{'mean':>10}"
+    )
+    print(header)
+    print("-" * len(header))
+    for name in names:
+        X, y = load_uci(name)
+        bounds_X, bounds_y = public_bounds(X), public_bounds(y)
+        for epsilon in (1.0, 3.0):
+            rmse = {"linear": [], "mlp": [], "mean": []}
+            for seed in range(n_splits):
+                train, _ = split(len(y), seed)
+                order = np.random.RandomState(10_000 + seed).permutation(train.size)
+                validation, fit = train[order[: train.size // 10]], train[order[train.size // 10 :]]
+                rmse["mean"].append(
+                    float(np.sqrt(np.mean((y[validation] - y[fit].mean()) ** 2)))
+                )
+                for model in ("linear", "mlp"):
+                    estimator = DPSEPRegressor(
+                        model=model,
+                        epsilon=epsilon,
+                        delta=DELTA,
+                        bounds_X=bounds_X,
+                        bounds_y=bounds_y,
+                        random_state=seed,
+                    )
+                    rmse[model].append(
+                        fit_and_score(estimator, X, y, fit, validation)["rmse"]
+                    )
+            linear, mlp, mean = (np.mean(rmse[key]) for key in ("linear", "mlp", "mean"))
+            print(
+                f"{name:<27}{epsilon:>8g}{linear:>10.4g}{mlp:>10.4g}{mlp / linear:>7.3f}"
+                f"{mean:>10.4g}",
+                flush=True,
+            )
+    print("validation RMSE, mean over splits; ratio mlp / linear; mean: predicting")
+    print("the training mean")
+    print()

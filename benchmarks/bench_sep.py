@@ -3,7 +3,7 @@
 Run from the project root (with the package installed, or ``PYTHONPATH=.``)::
 
     python benchmarks/bench_sep.py [linear] [mlp] [raw] [private] [private-linear]
-        [scaling] [sweep] [noise] [floor] [speed] [dpsgd]
+        [scaling] [default-model] [sweep] [noise] [floor] [speed] [dpsgd]
         [--datasets kin8nm power-plant ...] [--n-splits N] [--protein-passes 40]
         [--save-json PATH] [--reference-json PATH] [--numba-threads 1]
         [--dpsgd-grid small|wide] [--dpsgd-splits 3] [--tables-from-json PATH]
@@ -33,6 +33,12 @@ scaling  the location and scale release: DPSEPRegressor at epsilon = 1 with
          scaling_share=0 (the bounds' map alone) and "auto", linear and
          network, on the sets with n >= 8000 (``--n-splits``, default 3), with
          the private section's bounds and with bounds three times as wide
+default-model
+         the private default model: DPSEPRegressor at its private defaults
+         with model="linear" and model="mlp", epsilon 1 and 3, the private
+         section's bounds, validation RMSE (10% of each training split held
+         out; the test splits are not read), first 3 splits (``--n-splits``);
+         every set but protein unless ``--datasets`` names it
 sweep    clip_norm in {0.3, 1, 3, 10} at epsilon = 1 on one split of kin8nm
 noise    why the network loses accuracy under noise: the std of the privacy
          noise in each natural parameter of the posterior (the averaged factor
@@ -99,6 +105,7 @@ from pathlib import Path
 
 import numpy as np
 from _sep_accuracy import (
+    section_default_model,
     section_linear,
     section_mlp,
     section_private,
@@ -119,6 +126,7 @@ SECTIONS = (
     "private",
     "private-linear",
     "scaling",
+    "default-model",
     "sweep",
     "noise",
     "floor",
@@ -258,6 +266,8 @@ def main(argv=None):
                 section_private_linear(args, names)
             elif section == "scaling":
                 section_scaling(args, names)
+            elif section == "default-model":
+                section_default_model(args, names)
             print(f"[{section}: {time.perf_counter() - start:.1f} s]\n", flush=True)
             if args.save_json is not None and saved:
                 args.save_json.write_text(json.dumps(saved, indent=1))

@@ -242,7 +242,8 @@ def _private_poisson_mf(args, out):
     rng = np.random.default_rng(args.seed)
     if args.input is None:
         X, _, theta, phi = make_poisson_factorization(
-            n_samples=600, n_features=300, n_components=args.rank, factor_shape=0.3,
+            n_samples=_SYNTHETIC_SHAPE[0], n_features=_SYNTHETIC_SHAPE[1],
+            n_components=args.rank, factor_shape=0.3,
             random_state=args.seed,
         )
         source = f"synthetic {X.shape[0]} x {X.shape[1]}, rank {args.rank}"
@@ -308,12 +309,30 @@ class _ArgumentParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
+# The generated counts when there is no --input (rows, features).
+_SYNTHETIC_SHAPE = (600, 300)
+# An --input needs this many rows: one in ten is held out to score the fits.
+_MIN_INPUT_ROWS = 10
+
+
 def _check_args(parser, args):
     """Validate every option (and read the input) before any work."""
-    if not args.epsilon > 0:
-        parser.error(f"--epsilon must be positive; got {args.epsilon}")
+    from .poisson_mf._estimator import MAX_EPSILON_PER_UNIT, MIN_EPSILON_PER_UNIT
+
+    if not MIN_EPSILON_PER_UNIT <= args.epsilon <= MAX_EPSILON_PER_UNIT:
+        parser.error(
+            f"--epsilon must lie in [{MIN_EPSILON_PER_UNIT:g}, {MAX_EPSILON_PER_UNIT:g}] "
+            f"(the range PrivatePoissonMF models); got {args.epsilon}"
+        )
+    if not 0 <= args.seed < 2**32:
+        parser.error(f"--seed must lie in [0, 2**32); got {args.seed}")
     if args.rank < 1:
         parser.error(f"--rank must be >= 1; got {args.rank}")
+    if args.input is None and args.rank > min(_SYNTHETIC_SHAPE) // 10:
+        parser.error(
+            f"--rank must be at most {min(_SYNTHETIC_SHAPE) // 10} for the generated "
+            f"{_SYNTHETIC_SHAPE[0]} x {_SYNTHETIC_SHAPE[1]} counts; got {args.rank}"
+        )
     figure_dir = Path(args.figure).resolve().parent
     if not figure_dir.is_dir():
         parser.error(f"--figure {args.figure}: directory {figure_dir} does not exist")
@@ -326,11 +345,24 @@ def _check_args(parser, args):
         return
     try:
         args.counts = _load_counts(args.input)
+        if args.counts.shape[0] < _MIN_INPUT_ROWS:
+            raise ValueError(f"--input {args.input} has {args.counts.shape[0]} rows; "
+                             f"the demo needs at least {_MIN_INPUT_ROWS} (one in ten "
+                             "is held out)")
         if args.rank > min(args.counts.shape):
             raise ValueError(f"--rank {args.rank} exceeds the smaller dimension of "
                              f"--input {args.input} {args.counts.shape}")
-        vocab = args.vocab if args.vocab is not None else _find_vocabulary(args.input)
-        args.vocabulary = _load_vocabulary(vocab, args.counts.shape[1])
+        if args.vocab is not None:
+            args.vocabulary = _load_vocabulary(args.vocab, args.counts.shape[1])
+        else:
+            found = _find_vocabulary(args.input)
+            try:
+                args.vocabulary = _load_vocabulary(found, args.counts.shape[1])
+            except ValueError as exc:
+                raise ValueError(
+                    f"{exc.args[0].replace('--vocab ', '')} (found next to --input, "
+                    "as no --vocab was given; pass --vocab to name the right file)"
+                ) from None
     except (ValueError, OSError) as exc:
         parser.error(str(exc))
 

@@ -72,6 +72,9 @@ NEIGHBOURING_RELATIONS = ("add_remove", "substitution")
 # error is far below the allowance added to the result.
 _SUBSTITUTION_POINTS_PER_STD = 8
 _SUBSTITUTION_TAIL_STDS = 14.0
+# At most this many grid points per order (16 MB an array): beyond, the noise
+# std is below about 0.01 of the sensitivity and the order is left infinite.
+_SUBSTITUTION_MAX_POINTS = 2_000_000
 # Quadrature costs time per order, so substitution RDP is evaluated on this
 # coarser subset of the orders (others count as infinite, which only makes the
 # minimum over orders larger).
@@ -276,6 +279,11 @@ def _rdp_substitution_one_step(noise_multiplier, sample_rate, orders):
             continue
         low = -1.0 - _SUBSTITUTION_TAIL_STDS * sigma
         high = 2.0 * order + 1.0 + _SUBSTITUTION_TAIL_STDS * sigma
+        if (high - low) / step > _SUBSTITUTION_MAX_POINTS:
+            # A noise std far below the sensitivity: the grid would not fit in
+            # memory, and the divergence is huge. Infinite (no bound from this
+            # order) is safe: the minimum over orders only loses it.
+            continue
         x = np.arange(low, high + step, step)
         log_centre = log_1mq - x * x / (2.0 * sigma**2)
         log_p = np.logaddexp(log_centre, log_q - (x - 1.0) ** 2 / (2.0 * sigma**2))
@@ -447,10 +455,17 @@ class _Accountant:
         return self.copy()
 
     def __repr__(self):
+        # Consecutive alike steps as one run: a fit's history of a release
+        # per step would print thousands of tuples.
+        runs = []
+        for noise_multiplier, sample_rate, steps in self._history:
+            if runs and runs[-1][:2] == (noise_multiplier, sample_rate):
+                steps += runs.pop()[2]
+            runs.append((noise_multiplier, sample_rate, steps))
         return (
             f"{type(self).__name__}(neighbouring_relation="
             f"{self.neighbouring_relation!r}, steps={self.steps}, "
-            f"history={self._history!r})"
+            f"history={runs!r})"
         )
 
 
@@ -911,23 +926,47 @@ def _calibrate(
     # The bracket is searched with the RDP epsilon (cheap), unless releases
     # made first under the tight accountant already exceed the target by RDP:
     # then only the PLD epsilon can be met.
+    def bracket(epsilon):
+        # (low, high) around the target, (None, high) when a multiplier of
+        # 1e-8 already meets it, None when none up to 1e8 does.
+        low, high = 1.0, 1.0
+        if epsilon(high) > target_epsilon:
+            while epsilon(high) > target_epsilon:
+                low, high = high, high * 2.0
+                if high > 1e8:
+                    return None
+        else:
+            while epsilon(low) <= target_epsilon:
+                low, high = low / 2.0, low
+                if low < 1e-8:
+                    return None, high
+        return low, high
+
     bracket_epsilon = rdp_epsilon
     if kind == "pld" and fixed_rdp_epsilon >= target_epsilon:
         bracket_epsilon = pld_epsilon
-    low, high = 1.0, 1.0
-    if bracket_epsilon(high) > target_epsilon:
-        while bracket_epsilon(high) > target_epsilon:
-            low, high = high, high * 2.0
-            if high > 1e8:
-                raise ValueError(
-                    "No noise multiplier up to 1e8 meets the target epsilon "
-                    f"{target_epsilon!r} at delta {delta!r}."
-                )
-    else:
-        while bracket_epsilon(low) <= target_epsilon:
-            low, high = low / 2.0, low
-            if low < 1e-8:
-                return high
+    found = bracket(bracket_epsilon)
+    if found is None and bracket_epsilon is rdp_epsilon and kind == "pld":
+        # RDP's conversion has a floor (its largest order) that the tight
+        # accountant does not: search with the PLD epsilon itself.
+        bracket_epsilon = pld_epsilon
+        found = bracket(pld_epsilon)
+    if found is None:
+        floor = ""
+        if kind == "rdp":
+            floor = (
+                " The RDP accountant cannot certify less than epsilon = "
+                f"{rdp_epsilon(1e8):.4g} for these releases at this delta (its "
+                'largest Renyi order bounds the conversion); accountant="pld" is '
+                "tight."
+            )
+        raise ValueError(
+            "No noise multiplier up to 1e8 meets the target epsilon "
+            f"{target_epsilon!r} at delta {delta!r}.{floor}"
+        )
+    low, high = found
+    if low is None:
+        return high
     sigma = search(bracket_epsilon, low, high)
     if kind == "rdp" or bracket_epsilon is pld_epsilon:
         return sigma

@@ -11,15 +11,17 @@ import math
 import warnings
 from numbers import Integral, Real
 
+import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, Options, StrOptions
+from sklearn.utils.validation import _check_feature_names_in, check_is_fitted
 
 from .exceptions import PrivacyLeakWarning
 from .privacy import PrivacyBudget, PrivacyEngine, _noise_is_reproducible, plan_privacy
 from .utils._progress import Progress
 from .utils._validation import check_no_fit_params
 
-__all__ = ["LocalPrivacyEstimator", "CentralPrivacyEstimator"]
+__all__ = ["LocalPrivacyEstimator", "CentralPrivacyEstimator", "NamedOutputMixin"]
 
 
 class LocalPrivacyEstimator(BaseEstimator):
@@ -296,3 +298,29 @@ class CentralPrivacyEstimator(BaseEstimator):
             ),
             flush=True,
         )
+
+
+class NamedOutputMixin:
+    """``get_feature_names_out`` for a transform whose columns have fixed names.
+
+    The class sets ``_output_names``, the names of :meth:`transform`'s columns.
+    """
+
+    _output_names: tuple = ()
+
+    def get_feature_names_out(self, input_features=None):
+        """Get the names of the columns of :meth:`transform`.
+
+        Parameters
+        ----------
+        input_features : array-like of str or None, default=None
+            Checked against the input features seen in :meth:`fit`; unused.
+
+        Returns
+        -------
+        feature_names_out : ndarray of str objects
+            The names, in the order of the columns.
+        """
+        check_is_fitted(self)
+        _check_feature_names_in(self, input_features)
+        return np.asarray(self._output_names, dtype=object)

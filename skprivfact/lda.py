@@ -565,10 +565,11 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         means all processors.
     verbose : int or "bar", default=0
         Progress in the format of every skprivfact estimator: 1 prints about
-        ten lines, 2 one per pass (the epsilon spent so far, elapsed time and
-        time left, and without privacy the training perplexity every
-        ``evaluate_every`` passes), and within a pass of at least 10 batches
-        about one per tenth of them; :meth:`partial_fit` prints a line per
+        ten lines (within the passes when there are fewer than ten: the
+        private default is one pass), 2 one per pass (the epsilon spent so
+        far, elapsed time and time left, and without privacy the training
+        perplexity every ``evaluate_every`` passes), and within a pass of at
+        least 10 batches about one per tenth of them; :meth:`partial_fit` prints a line per
         call (its release and the epsilon spent); "bar" draws a tqdm bar (the
         ``progress`` extra).
     accountant : {"rdp", "pld"}, default="rdp"

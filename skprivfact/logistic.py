@@ -12,7 +12,7 @@ from scipy.linalg import lapack
 from sklearn.base import ClassifierMixin, TransformerMixin, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
-from sklearn.utils.validation import _check_feature_names_in, check_is_fitted
+from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import ThreadpoolController
 
 from ._logistic_kernels import (
@@ -22,7 +22,7 @@ from ._logistic_kernels import (
     root_omega_scale,
     sparse_polya_gamma_gram,
 )
-from .base import CentralPrivacyEstimator
+from .base import CentralPrivacyEstimator, NamedOutputMixin
 from .exceptions import PrivacyLeakWarning
 from .mechanisms import _clip_rows_inplace, clip_rows
 from .utils._validation import check_positive_bound, validate_input
@@ -33,8 +33,9 @@ __all__ = ["DPBayesLogReg"]
 # each record's second-moment contribution.
 _MAX_EXPECTED_OMEGA = 0.25
 # The released second moment is of the order of data_norm**2, which must stay
-# well inside float32 (3.4e38), in which the fast products and
-# eigendecomposition run.
+# well inside float32 (3.4e38, and above its smallest normal 1.2e-38), in
+# which the fast products and eigendecomposition run.
+_MIN_DATA_NORM = 1e-18
 _MAX_DATA_NORM = 1e18
 # Beyond it the float32 eigendecomposition's cast would overflow.
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -485,10 +486,14 @@ def _fit_vips(
     shape = prior_shape + n_weights / 2.0
     rate = prior_rate
     expected_precision = prior_shape / prior_rate
-    # Running (weighted) averages of the released totals, and the sum of the
-    # squared averaging weights, which scales the noise variance they hold.
+    # Running (weighted) averages of the released totals, the total weight of
+    # the second moment's (below 1 while a positive learning_offset keeps the
+    # first steps under 1: dividing by it removes the pull towards the zero
+    # start), and the sum of its squared weights, which scales the noise
+    # variance it holds.
     first_total = np.zeros(n_weights)
     second_total = np.zeros((n_weights, n_weights))
+    second_weight = 0.0
     noise_variance_factor = 0.0
     covariance, mean = _gaussian_posterior(expected_precision * identity, first_total)
     # Without noise nothing hides float32's rounding: float64 throughout.
@@ -515,7 +520,9 @@ def _fit_vips(
         first_total += (noisy_first / sample_rate - first_total) / iteration
         step = (learning_offset + iteration) ** -learning_decay
         second_total = (1.0 - step) * second_total + step * (noisy_second / sample_rate)
+        second_weight = (1.0 - step) * second_weight + step
         noise_variance_factor = (1.0 - step) ** 2 * noise_variance_factor + step**2
+        second_average = second_total / second_weight
         # The averaged second moment is projected onto the PSD matrices with
         # eigenvalues at least the typical spectral radius of the noise it
         # holds, so that no direction is trusted more than the noise allows.
@@ -523,9 +530,10 @@ def _fit_vips(
             _NOISE_FLOOR_FACTOR
             * second_noise_std
             * math.sqrt(noise_variance_factor * n_weights)
+            / second_weight
         )
         covariance, mean, second_total_psd = _floored_posterior(
-            second_total, floor, expected_precision, first_total
+            second_average, floor, expected_precision, first_total
         )
         rate = prior_rate + 0.5 * (np.trace(covariance) + mean @ mean)
         expected_precision = shape / rate
@@ -576,7 +584,9 @@ def _log_expected_sigmoid(mean, std):
     return np.minimum(out, 0.0)
 
 
-class DPBayesLogReg(ClassifierMixin, TransformerMixin, CentralPrivacyEstimator):
+class DPBayesLogReg(
+    NamedOutputMixin, ClassifierMixin, TransformerMixin, CentralPrivacyEstimator
+):
     """Differentially private Bayesian logistic regression (VIPS).
 
     Privacy: (epsilon, delta)-differential privacy for adding or removing one
@@ -680,7 +690,9 @@ class DPBayesLogReg(ClassifierMixin, TransformerMixin, CentralPrivacyEstimator):
         noise and without subsampling, and 0.8 otherwise.
     learning_offset : float, default=0.0
         Offset ``tau_0 >= 0`` of the step; larger values damp the early
-        iterations.
+        iterations. The average is normalized by the total weight of its
+        steps, so that an offset (first steps below 1) does not pull it
+        towards its zero start.
     accountant : {"rdp", "pld"}, default="rdp"
         The privacy accountant: Renyi DP, or privacy loss distributions
         (tight: less noise for the same claim; needs dp-accounting).
@@ -769,6 +781,7 @@ class DPBayesLogReg(ClassifierMixin, TransformerMixin, CentralPrivacyEstimator):
     >>> from skprivfact.logistic import DPBayesLogReg
     >>> rng = np.random.RandomState(0)
     >>> X = rng.normal(size=(2000, 3)) / 3
+    >>> X /= np.maximum(1.0, np.linalg.norm(X, axis=1, keepdims=True))  # norm <= data_norm
     >>> y = (X @ [3.0, -2.0, 0.0] + rng.logistic(size=2000) > 0).astype(int)
     >>> clf = DPBayesLogReg(epsilon=1.0, data_norm=1.0, random_state=0).fit(X, y)
     >>> clf.predict_proba(X[:2]).shape
@@ -779,6 +792,8 @@ class DPBayesLogReg(ClassifierMixin, TransformerMixin, CentralPrivacyEstimator):
 
     # Full batch uses every row and sums: the number of rows is not used.
     _full_batch_is_n_free = True
+    # The columns of transform.
+    _output_names = ("logit_mean", "logit_std")
 
     _parameter_constraints: dict = {
         **CentralPrivacyEstimator._parameter_constraints,
@@ -849,9 +864,10 @@ class DPBayesLogReg(ClassifierMixin, TransformerMixin, CentralPrivacyEstimator):
             return classes
         classes = np.unique(y)
         if classes.size < 2:
+            # The label is not named: it may be a private record's.
             raise ValueError(
                 f"{type(self).__name__} needs samples of two classes; y holds one "
-                f"class only: {classes.tolist()!r}."
+                "class only."
             )
         if y_type != "binary":
             raise ValueError(
@@ -899,11 +915,11 @@ class DPBayesLogReg(ClassifierMixin, TransformerMixin, CentralPrivacyEstimator):
             data_norm = largest if largest > 0 else 1.0
         else:
             data_norm = float(self.data_norm)
-        if not data_norm < _MAX_DATA_NORM:
+        if not _MIN_DATA_NORM <= data_norm < _MAX_DATA_NORM:
             source = "the largest row norm of X" if self.data_norm is None else "data_norm"
             raise ValueError(
-                f"{source} must be below {_MAX_DATA_NORM:g}: its square bounds the "
-                "released second moment. Rescale X (and data_norm)."
+                f"{source} must lie in [{_MIN_DATA_NORM:g}, {_MAX_DATA_NORM:g}): its "
+                "square bounds the released second moment. Rescale X (and data_norm)."
             )
 
         if not self._is_private:
@@ -966,35 +982,43 @@ class DPBayesLogReg(ClassifierMixin, TransformerMixin, CentralPrivacyEstimator):
         """
         return self._logit_moments(X)
 
-    def _logit_moments(self, X):
+    def fit_transform(self, X, y=None, **fit_params):
+        """Fit to ``(X, y)``, then :meth:`transform` ``X``.
+
+        In a private fit, rows of ``X`` longer than ``data_norm`` are clipped
+        without the warning :meth:`transform` gives: whether a training row
+        lies beyond the bound is not released.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training rows.
+        y : array-like of shape (n_samples,)
+            Training labels.
+        **fit_params : dict
+            None accepted (see :meth:`fit`).
+
+        Returns
+        -------
+        logit_moments : ndarray of shape (n_samples, 2)
+            As :meth:`transform` gives them.
+        """
+        self.fit(X, y, **fit_params)
+        return self._logit_moments(X, warn=not self._is_private)
+
+    def _logit_moments(self, X, warn=True):
         """:meth:`transform`'s array, whatever output ``set_output`` asks of it."""
         check_is_fitted(self)
         X = validate_input(self, X, reset=False, dtype=[np.float64, np.float32])
         X = np.asarray(X, dtype=np.float64)
-        _warn_if_clipped(X, self.data_norm_)
+        if warn:
+            _warn_if_clipped(X, self.data_norm_)
         X = clip_rows(X, self.data_norm_)
         mean = X @ self.coef_[0] + self.intercept_[0]
         if self.fit_intercept:
             X = np.hstack([X, np.ones((X.shape[0], 1))])
         variance = np.einsum("ij,ij->i", X @ self.coef_covariance_, X)
         return np.column_stack([mean, np.sqrt(np.maximum(variance, 0.0))])
-
-    def get_feature_names_out(self, input_features=None):
-        """Get the names of the two columns of :meth:`transform`.
-
-        Parameters
-        ----------
-        input_features : array-like of str or None, default=None
-            Checked against the input features seen in :meth:`fit`; unused.
-
-        Returns
-        -------
-        feature_names_out : ndarray of str objects
-            ``["logit_mean", "logit_std"]``.
-        """
-        check_is_fitted(self)
-        _check_feature_names_in(self, input_features)
-        return np.asarray(["logit_mean", "logit_std"], dtype=object)
 
     def _log_proba(self, X):
         moments = self._logit_moments(X)

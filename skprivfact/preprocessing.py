@@ -161,6 +161,7 @@ class GeometricPrivatizer(
             )
         check_count_matrix(X, estimator=self, reset=True)
         self.alpha_ = math.exp(-noise_ratio)
+        self._fitted_params = (self.epsilon, self.sensitivity, self.secure)
         # The secure sampler opens the system's randomness on every call, and
         # so does the numpy one without a seed (fresh entropy, never numpy's
         # global state); a seeded stream lives here so that transform calls
@@ -168,6 +169,16 @@ class GeometricPrivatizer(
         seeded = not self.secure and self.random_state is not None
         self._noise_rng = check_random_state(self.random_state) if seeded else None
         return self
+
+    def _check_fitted_params(self):
+        """The noise parameters are those :meth:`fit` checked (and ``alpha_`` holds)."""
+        check_is_fitted(self)
+        current = (self.epsilon, self.sensitivity, self.secure)
+        if current != getattr(self, "_fitted_params", current):
+            raise ValueError(
+                "epsilon, sensitivity or secure changed since fit: call fit again "
+                "(alpha_ and the noise are those of the parameters fit checked)."
+            )
 
     def transform(self, X):
         """Add fresh two-sided geometric noise to every entry of ``X``.
@@ -182,8 +193,14 @@ class GeometricPrivatizer(
         -------
         X_private : ndarray of shape (n_samples, n_features), dtype int64
             ``X`` plus independent noise on every entry.
+
+        Raises
+        ------
+        ValueError
+            If ``epsilon``, ``sensitivity`` or ``secure`` changed since
+            :meth:`fit` (the noise would not be that of ``alpha_``).
         """
-        check_is_fitted(self)
+        self._check_fitted_params()
         X = check_count_matrix(X, estimator=self, reset=False)
         counts = X.toarray() if sp.issparse(X) else X
         counts = np.asarray(counts).astype(np.int64)
@@ -219,7 +236,7 @@ class GeometricPrivatizer(
         score : float
             -2 alpha / (1 - alpha**2).
         """
-        check_is_fitted(self)
+        self._check_fitted_params()
         check_count_matrix(X, estimator=self, reset=False)
         noise_ratio = self.epsilon / self.sensitivity
         # 1 - alpha**2 = -expm1(-2 * noise_ratio), accurate for small epsilon.

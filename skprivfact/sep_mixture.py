@@ -296,7 +296,7 @@ class DPSEPGaussianMixture(
     averaging_fraction : float, default=0.5
         Fraction in (0, 1] of the last updates whose released factors are
         averaged into the returned posterior.
-    bounds_X : tuple (lower, upper) or None, default=None
+    bounds_X : pair (lower, upper) or None, default=None
         Public bounds of the data, scalars or arrays of length ``n_features``;
         records are clipped to them (with a warning without privacy: a private
         fit does not release whether a record lies outside) for fitting and
@@ -460,7 +460,7 @@ class DPSEPGaussianMixture(
         "batch_size": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"}), None],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "averaging_fraction": [Interval(Real, 0, 1, closed="right")],
-        "bounds_X": [tuple, list, None],
+        "bounds_X": ["array-like", None],
         "covariance": [Interval(Real, 0, None, closed="neither")],
         "weights": ["array-like", None],
         "mean_prior": [Real, "array-like", None],

@@ -268,6 +268,20 @@ def test_accountant_copy_and_pickle():
     assert "steps=100" in repr(accountant) and "(1.1, 0.01, 100)" in repr(accountant)
 
 
+def test_accountant_repr_prints_runs_of_alike_steps():
+    # A fit composes one step per release: the history keeps each, the repr
+    # shows runs (thousands of tuples otherwise).
+    accountant = RDPAccountant()
+    for _ in range(500):
+        accountant.compose(1.0, 0.1, 1)
+    accountant.compose(2.0, 1.0, 1).compose(1.0, 0.1, 2)
+    assert len(accountant.history) == 502
+    assert repr(accountant) == (
+        "RDPAccountant(neighbouring_relation='add_remove', steps=503, "
+        "history=[(1.0, 0.1, 500), (2.0, 1.0, 1), (1.0, 0.1, 2)])"
+    )
+
+
 def test_accountant_edge_cases():
     empty = RDPAccountant()
     assert empty.get_epsilon(1e-5) == 0.0
@@ -374,3 +388,37 @@ def test_calibration_after_fixed_releases_meets_the_target_for_all(accountant, r
 def test_calibration_refuses_fixed_releases_that_spend_the_target():
     with pytest.raises(ValueError, match="already spend epsilon"):
         calibrate_noise_multiplier(1.0, 1e-5, 0.1, 20, preceded_by=[(1.0, 1.0, 5)])
+
+
+def test_a_tiny_noise_under_substitution_is_infinite_not_a_huge_grid():
+    # The quadrature's grid grows as 1 / sigma: far below the sensitivity it
+    # would not fit in memory. Those orders are left infinite (a safe bound).
+    accountant = RDPAccountant(neighbouring_relation="substitution")
+    accountant.compose(1e-9, 0.1, 1)
+    assert accountant.get_epsilon(1e-5) == math.inf
+    # A noise std at the cap's edge still gets finite orders.
+    assert math.isfinite(
+        RDPAccountant(neighbouring_relation="substitution").compose(0.05, 0.1, 1).get_epsilon(1e-5)
+    )
+
+
+def test_the_tight_accountant_calibrates_below_the_rdp_floor():
+    # After a full-batch release, RDP's conversion cannot certify less than
+    # about 0.0084 for four more releases at rate 0.3 (delta 1e-5), whatever
+    # their noise: the PLD search must not stop at that floor (it did, as
+    # its bracket is searched with the RDP epsilon), and the RDP refusal
+    # says why.
+    pytest.importorskip("dp_accounting")
+    preliminary = ((40000.0, 1.0, 1),)
+    sigma = calibrate_noise_multiplier(
+        0.002, 1e-5, sample_rate=0.3, steps=4, accountant="pld",
+        neighbouring_relation="substitution", preceded_by=preliminary,
+    )
+    spent = make_accountant("pld", "substitution")
+    spent.compose(40000.0, 1.0, 1).compose(sigma, 0.3, 4)
+    assert spent.get_epsilon(1e-5) <= 0.002
+    with pytest.raises(ValueError, match='cannot certify less than epsilon = 0.008.*"pld"'):
+        calibrate_noise_multiplier(
+            0.002, 1e-5, sample_rate=0.3, steps=4, neighbouring_relation="substitution",
+            preceded_by=preliminary,
+        )

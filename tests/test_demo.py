@@ -47,11 +47,39 @@ def test_bad_input_contents_exit_with_one_line(tmp_path, counts, message, capsys
 
 def test_vocabulary_must_match_the_features(tmp_path, capsys):
     path = tmp_path / "counts.npz"
-    sp.save_npz(path, sp.csr_matrix(np.ones((4, 3), dtype=np.int64)))
+    sp.save_npz(path, sp.csr_matrix(np.ones((20, 3), dtype=np.int64)))
     (tmp_path / "counts_vocab.txt").write_text("a\nb\n")  # found next to the input
     with pytest.raises(SystemExit):
         main(["--input", str(path), "--rank", "2"])
-    assert "2 words for 3 features" in capsys.readouterr().err
+    error = capsys.readouterr().err
+    assert "2 words for 3 features" in error and "found next to --input" in error
+    assert "--vocab " + str(tmp_path) not in error  # no option the user did not give
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--epsilon", "inf"], "--epsilon must lie in [1e-06, 700]"),
+        (["--epsilon", "1e-9"], "--epsilon must lie in [1e-06, 700]"),
+        (["--seed", "-1"], "--seed must lie in [0, 2**32)"),
+        (["--rank", "400"], "--rank must be at most 30 for the generated 600 x 300"),
+    ],
+)
+def test_out_of_range_options_exit_before_any_work(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and message in captured.err
+
+
+def test_an_input_too_small_to_hold_out_rows_exits_with_one_line(tmp_path, capsys):
+    path = tmp_path / "counts.npy"
+    np.save(path, np.ones((1, 5), dtype=np.int64))
+    with pytest.raises(SystemExit):
+        main(["--input", str(path), "--rank", "1"])
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and "has 1 rows; the demo needs at least 10" in lines[0]
 
 
 def test_match_finds_the_permutation():

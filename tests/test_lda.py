@@ -684,8 +684,8 @@ def test_n_jobs_does_not_change_the_fit(corpus):
 
 def test_verbose_two_shows_progress_within_a_long_pass(capsys):
     # The default private fit is one pass of many releases: with verbose=2 a
-    # line about every tenth of them, then the pass's line; verbose=1 only
-    # the pass's line.
+    # line about every tenth of them, then the pass's line; verbose=1 too,
+    # as it prints about ten lines in all.
     X = np.random.RandomState(0).poisson(1.0, size=(2000, 30))
     DPLDA(3, batch_size=50, max_iter=1, verbose=2, random_state=0).fit(X)
     lines = capsys.readouterr().out.strip().splitlines()
@@ -700,15 +700,25 @@ def test_verbose_two_shows_progress_within_a_long_pass(capsys):
     epsilons = [float(re.search(r"epsilon spent (\S+) of", line)[1]) for line in lines]
     assert np.all(np.diff(epsilons) > 0)
     DPLDA(3, batch_size=50, max_iter=1, verbose=1, random_state=0).fit(X)
-    assert len(capsys.readouterr().out.strip().splitlines()) == 1
+    assert len(capsys.readouterr().out.strip().splitlines()) == 10
+    # Five passes at verbose=1: two lines each (one within, the pass's own).
+    DPLDA(3, batch_size=50, max_iter=5, verbose=1, random_state=0).fit(X)
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 10
+    assert [line for line in lines if "(release" not in line] == [
+        line for line in lines if re.match(r"DPLDA: pass \d of 5, ", line)
+    ]
 
 
 def test_verbose_prints_progress(corpus, capsys):
     X, _ = corpus
     DPLDA(4, epsilon=1.0, batch_size=1000, max_iter=3, verbose=1, random_state=0).fit(X)
-    lines = capsys.readouterr().out.strip().splitlines()
-    # One line per pass, in the format every estimator shares; no training
-    # perplexity unless evaluate_every asks for it.
+    # A line per pass, in the format every estimator shares (and lines within
+    # the passes, tested above); no training perplexity unless evaluate_every
+    # asks for it.
+    lines = [
+        line for line in capsys.readouterr().out.strip().splitlines() if "(release" not in line
+    ]
     assert len(lines) == 3
     for i, line in enumerate(lines, start=1):
         assert re.fullmatch(

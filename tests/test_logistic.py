@@ -748,7 +748,8 @@ def test_pickle_clone_and_grid_search():
         ({"data_norm": 0.0}, "data_norm"),
         ({"data_norm": -1.0}, "data_norm"),
         ({"data_norm": INF}, "data_norm"),
-        ({"data_norm": 1e19}, r"data_norm must be below 1e\+18: its square"),
+        ({"data_norm": 1e19}, r"data_norm must lie in \[1e-18, 1e\+18\): its square"),
+        ({"data_norm": 1e-300}, r"data_norm must lie in \[1e-18, 1e\+18\): its square"),
         ({"epsilon": 0.0}, "epsilon"),
         ({"delta": 1.0}, "delta"),
         ({"max_iter": 0}, "max_iter"),
@@ -783,8 +784,9 @@ def test_bad_input_is_rejected():
     clf = DPBayesLogReg(data_norm=1.0, max_iter=2)
     with pytest.raises(ValueError, match="Only binary classification is supported"):
         clf.fit(X, np.arange(60) % 3)
-    with pytest.raises(ValueError, match="one class only"):
-        clf.fit(X, np.ones(60))
+    with pytest.raises(ValueError, match="one class only") as error:
+        clf.fit(X, np.full(60, "Alice-positive"))
+    assert "Alice" not in str(error.value)
     with pytest.raises(ValueError, match="Unknown label type"):
         clf.fit(X, np.linspace(0, 1, 60))
     for bad in (np.nan, np.inf):
@@ -794,7 +796,7 @@ def test_bad_input_is_rejected():
             clf.fit(X_bad, y)
     with pytest.raises(TypeError, match="Sparse data was passed"):
         clf.fit(sp.csr_matrix(X), y)
-    with pytest.raises(ValueError, match="the largest row norm of X must be below"):
+    with pytest.raises(ValueError, match="the largest row norm of X must lie in"):
         DPBayesLogReg(epsilon=INF, max_iter=2).fit(X * 1e19, y)
     # just below the limit the float32 products and eigendecomposition hold
     with warnings.catch_warnings():
@@ -951,3 +953,32 @@ def test_rows_beyond_data_norm_warn_except_a_private_fits_training_rows():
         private = DPBayesLogReg(epsilon=1.0, data_norm=1.0).fit(long_rows, y)
     with pytest.warns(UserWarning, match="clipped"):
         private.predict_proba(long_rows)
+
+
+def test_a_learning_offset_does_not_pull_the_average_towards_zero():
+    # With tau_0 > 0 the first steps are below 1; the second moment's average
+    # is normalized by the weight of its steps, so that it is not scaled
+    # down (which inflated the coefficients several times).
+    X, y, _ = make_problem(500, 3)
+    converged = DPBayesLogReg(data_norm=2.0, epsilon=INF, max_iter=50).fit(X, y).coef_
+    for offset in (10.0, 1000.0):
+        offset_fit = DPBayesLogReg(
+            data_norm=2.0, epsilon=INF, learning_decay=0.8, learning_offset=offset,
+            max_iter=50,
+        ).fit(X, y)
+        np.testing.assert_allclose(offset_fit.coef_, converged, rtol=0.05, atol=0.02)
+
+
+@pytest.mark.secret_noise
+def test_fit_transform_clips_private_training_rows_silently():
+    X, y, _ = make_problem(60, 2)
+    X[17] = [50.0, 0.0]
+    private = DPBayesLogReg(data_norm=1.0, max_iter=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        moments = private.fit_transform(X, y)
+    assert moments.shape == (60, 2)
+    with pytest.warns(UserWarning, match="clipped"):
+        private.transform(X)
+    with pytest.warns(UserWarning, match="clipped"):
+        DPBayesLogReg(data_norm=1.0, max_iter=2, epsilon=INF).fit_transform(X, y)

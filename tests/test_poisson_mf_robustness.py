@@ -46,6 +46,17 @@ def test_epsilon_below_the_limit_is_a_clear_error():
         PrivatePoissonMF(2, epsilon=1e-5, sensitivity=100).fit(X)
 
 
+@pytest.mark.parametrize("epsilon", [701.0, 750.0, 1e6])
+def test_epsilon_above_the_limit_is_a_clear_error(epsilon):
+    # exp(-epsilon) leaves the normal floats there: score() was NaN from
+    # about 709 and fit divided by zero from 745.
+    X = np.ones((5, 4))
+    with pytest.raises(ValueError, match="above 700.*epsilon=None"):
+        PrivatePoissonMF(2, epsilon=epsilon).fit(X)
+    model = PrivatePoissonMF(2, epsilon=700.0, max_iter=5, random_state=0).fit(X)
+    assert np.isfinite(model.score(X))
+
+
 def test_a_nan_rate_gives_a_nan_log_likelihood_not_a_hang():
     # A broken fit's rate must not stop the objective's tail sums from ending.
     out = _run_python(
@@ -624,3 +635,16 @@ def test_a_fit_whose_components_share_their_largest_columns_is_passed_over(
     shared = same_top_columns(model.components_)
     np.fill_diagonal(shared, False)
     assert not shared.any()
+
+
+@pytest.mark.parametrize(
+    "changed", [{"epsilon": None, "privatize": False}, {"privatize": False}, {"epsilon": 2.0}]
+)
+def test_noise_parameters_changed_after_fit_are_refused(changed):
+    # transform would read the counts as clean or noisy against the model.
+    X = np.random.RandomState(0).poisson(2, size=(50, 6))
+    model = PrivatePoissonMF(2, epsilon=1.0, privatize=True, max_iter=3, random_state=0).fit(X)
+    model.set_params(**changed)
+    for method in (model.transform, model.score, model.partial_fit):
+        with pytest.raises(ValueError, match="changed since fit: call fit again"):
+            method(X)

@@ -347,3 +347,17 @@ def test_bad_parameters(params, message):
 def test_not_fitted(method):
     with pytest.raises(NotFittedError):
         getattr(GeometricPrivatizer(), method)(np.ones((2, 2), dtype=int))
+
+
+@pytest.mark.parametrize("changed", [{"epsilon": 10.0}, {"sensitivity": 1000}, {"secure": True}])
+def test_noise_parameters_changed_after_fit_are_refused(changed):
+    # alpha_ and score would describe one noise and transform draw another.
+    X = np.random.RandomState(0).poisson(2, size=(20, 4))
+    privatizer = GeometricPrivatizer(epsilon=1.0).fit(X)
+    privatizer.set_params(**changed)
+    for method in (privatizer.transform, privatizer.score):
+        with pytest.raises(ValueError, match="changed since fit: call fit again"):
+            method(X)
+    assert privatizer.fit(X).alpha_ == pytest.approx(
+        math.exp(-privatizer.epsilon / privatizer.sensitivity)
+    )

@@ -89,6 +89,8 @@ def _sep_case(epsilon, **params):
     rng = np.random.RandomState(0)
     X = rng.uniform(-0.5, 0.5, size=(30, 2))
     y = X @ [0.5, -0.5]
+    # The linear model: one full-batch release per pass (the network is a
+    # variant below).
     estimator = sep.DPSEPRegressor(
         epsilon=epsilon,
         clip_norm=0.05,
@@ -98,7 +100,7 @@ def _sep_case(epsilon, **params):
         bounds_X=(-1, 1),
         bounds_y=(-1, 1),
         random_state=0,
-        **params,
+        **{"model": "linear", **params},
     )
     return estimator, (X, y), (np.array([[1.0, 1.0]]), np.array([1.0])), (
         np.array([[1.0, 1.0]]),
@@ -996,17 +998,19 @@ SECRET = "secret-id-42"
     "X",
     [
         np.array([0.0, 1.0, 0.123456789]),
+        # numpy prints a long array over several lines
+        np.concatenate([[0.123456789], np.arange(2.0, 100.0) * 1.5 + 1000.25]),
         np.array([[0.0, 1.0], [1.0, SECRET], [0.0, 0.0]], dtype=object),
         np.array([[0.0, 1.0], [1.0, 0.123456789 + 1j], [0.0, 0.0]]),
     ],
-    ids=["1-D", "string", "complex"],
+    ids=["1-D", "long 1-D", "string", "complex"],
 )
 @pytest.mark.parametrize("cls", _public_estimator_classes(), ids=lambda cls: cls.__name__)
 def test_an_input_error_does_not_quote_the_values(cls, X):
     # The guide: an error about the input does not name the offending value
     # (it may be a record's). scikit-learn prints a 1-D input in full, numpy
     # the string it could not convert, check_array a complex array.
-    y = np.array([0, 1, 0])
+    y = np.arange(len(X)) % 2
     estimator = cls()
     with pytest.raises((TypeError, ValueError)) as raised:
         if is_classifier(estimator) or is_regressor(estimator):
@@ -1015,6 +1019,16 @@ def test_an_input_error_does_not_quote_the_values(cls, X):
             estimator.fit(X)
     shown = "".join(traceback.format_exception(raised.value))
     assert "0.1234" not in shown and SECRET not in shown
+    assert "1004.75" not in shown and "1148.75" not in shown
+
+
+@pytest.mark.parametrize("name", ["DPBayesLogReg", "DPSEPRegressor"])
+def test_a_target_error_does_not_quote_the_values(name):
+    estimator, (X, _), _, _ = CASES[name](1.0)
+    y = np.array([SECRET] * len(X))
+    with pytest.raises(ValueError) as raised:
+        estimator.fit(X, y)
+    assert SECRET not in "".join(traceback.format_exception(raised.value))
 
 
 @pytest.mark.secret_noise

@@ -447,7 +447,7 @@ def test_release_is_the_site_sum_with_sensitivity_clip_norm(
     X, y = adversarial_data(n_samples)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        reg = DPSEPRegressor(
+        reg = DPSEPRegressor(model="linear",
             epsilon=2.0,
             damping=damping,
             clip_norm=clip_norm,
@@ -567,7 +567,7 @@ def test_privacy_noise_is_the_only_difference_from_clipped_sep(monkeypatch):
 @pytest.mark.parametrize("batch_size", ["auto", 25])
 def test_one_accountant_step_per_update(batch_size):
     X, y = make_linear(200)
-    reg = DPSEPRegressor(
+    reg = DPSEPRegressor(model="linear",
         epsilon=1.5,
         delta=1e-6,
         batch_size=batch_size,
@@ -597,7 +597,7 @@ def test_one_accountant_step_per_update(batch_size):
 
 def test_prior_precision_auto_is_learned_only_without_noise():
     X, y = make_linear(600)
-    private = DPSEPRegressor(bounds_X=BOUNDS_X, bounds_y=BOUNDS_Y, random_state=0).fit(X, y)
+    private = DPSEPRegressor(model="linear", bounds_X=BOUNDS_X, bounds_y=BOUNDS_Y, random_state=0).fit(X, y)
     # Under noise "auto" keeps the prior precision fixed (the noise in the
     # released means would otherwise drive it towards zero), at
     # n_features + 1 for the linear model: inputs and target lie in [-1, 1].
@@ -715,7 +715,7 @@ def test_scaling_release_sums_the_mapped_columns_and_squares_within_norm_one(mon
     monkeypatch.setattr(sep, "clip_rows", recording_clip)
     spy = ReleaseSpy(monkeypatch)
     X, y = adversarial_data(400)
-    reg = DPSEPRegressor(
+    reg = DPSEPRegressor(model="linear",
         epsilon=2.0, max_iter=3, bounds_X=(-1, 1), bounds_y=(-1, 1),
         scaling_share=0.2, random_state=0,
     ).fit(X, y)
@@ -827,7 +827,7 @@ def test_auto_scaling_share_spends_only_where_the_release_can_narrow_the_map(acc
     sigma = calibrate_noise_multiplier(
         1.0, 1e-5, accountant=accountant, neighbouring_relation="substitution"
     ) / math.sqrt(0.1)
-    estimator = DPSEPRegressor(epsilon=1.0, accountant=accountant)
+    estimator = DPSEPRegressor(model="linear", epsilon=1.0, accountant=accountant)
     for n_bounded in (1, 6, 30):
         threshold = sigma * math.sqrt(2 * n_bounded) / 0.02
         assert estimator._scaling_share(math.ceil(threshold * 1.01), n_bounded) == 0.1
@@ -836,19 +836,19 @@ def test_auto_scaling_share_spends_only_where_the_release_can_narrow_the_map(acc
     X, y = make_linear(300)
     params = {"epsilon": 1.0, "max_iter": 2, "bounds_X": BOUNDS_X, "bounds_y": BOUNDS_Y,
               "accountant": accountant}
-    small = DPSEPRegressor(**params).fit(X, y)
+    small = DPSEPRegressor(model="linear", **params).fit(X, y)
     assert small.scaling_share_ == 0.0 and small.n_releases_ == 2
     big_X, big_y = make_linear(30_000)
-    big = DPSEPRegressor(**params).fit(big_X, big_y)
+    big = DPSEPRegressor(model="linear", **params).fit(big_X, big_y)
     assert big.scaling_share_ == 0.1 and big.n_releases_ == 3
     assert big.privacy_spent_[0] <= 1.0
     # Nothing to narrow without bounds, nothing released without noise.
     with pytest.warns(PrivacyLeakWarning):
-        unbounded = DPSEPRegressor(**{**params, "bounds_X": None, "bounds_y": None}).fit(
+        unbounded = DPSEPRegressor(model="linear", **{**params, "bounds_X": None, "bounds_y": None}).fit(
             big_X, big_y
         )
     assert unbounded.scaling_share_ == 0.0 and unbounded.n_releases_ == 2
-    exact = DPSEPRegressor(**{**params, "epsilon": INF}).fit(big_X, big_y)
+    exact = DPSEPRegressor(model="linear", **{**params, "epsilon": INF}).fit(big_X, big_y)
     assert exact.scaling_share_ == 0.0
     np.testing.assert_array_equal(exact.X_scale_, (BOUNDS_X[1] - BOUNDS_X[0]) / 2)
 
@@ -856,7 +856,7 @@ def test_auto_scaling_share_spends_only_where_the_release_can_narrow_the_map(acc
 def test_a_released_map_fits_wide_bounds_and_clips_at_the_bounds_only():
     X, y = make_linear(30_000)
     wide_X, wide_y = (-20.0, 20.0), (-60.0, 60.0)
-    reg = DPSEPRegressor(
+    reg = DPSEPRegressor(model="linear",
         epsilon=1.0, max_iter=5, bounds_X=wide_X, bounds_y=wide_y, random_state=0
     ).fit(X, y)
     assert reg.scaling_share_ == 0.1
@@ -888,7 +888,7 @@ def test_a_rare_value_keeps_its_effect_under_the_released_map():
     n_samples = 40_000
     X = np.column_stack([rng.uniform(size=(n_samples, 2)), rng.uniform(size=n_samples) < 0.01])
     y = 5.0 * X[:, 2] + X[:, 0] + 0.1 * rng.normal(size=n_samples)
-    reg = DPSEPRegressor(
+    reg = DPSEPRegressor(model="linear",
         epsilon=1.0, max_iter=10, bounds_X=(0.0, 1.0), bounds_y=(-2.0, 7.0), random_state=0
     ).fit(X, y)
     assert reg.scaling_share_ == 0.1 and reg.X_scale_[2] < 0.5
@@ -899,7 +899,7 @@ def test_a_rare_value_keeps_its_effect_under_the_released_map():
 def test_bad_bounds_are_refused_before_the_budget_is_charged():
     budget = PrivacyBudget(5.0, 1e-5)
     X, y = make_linear(200)
-    reg = DPSEPRegressor(
+    reg = DPSEPRegressor(model="linear",
         epsilon=1.0, max_iter=2, bounds_X=BOUNDS_X, bounds_y=BOUNDS_Y, budget=budget
     ).fit(X, y)
     coef, spent = reg.coef_.copy(), budget.spent
@@ -1203,13 +1203,13 @@ def test_private_linear_fit_learns_the_noise_level_with_weighted_gamma(monkeypat
     # hundreds of times too large (the coefficients, denoised, survive).
     X, y = make_linear(20000, seed=1)
     params = {"epsilon": 1.0, "bounds_X": BOUNDS_X, "bounds_y": BOUNDS_Y, "damping": 1.0}
-    weighted = DPSEPRegressor(random_state=0, **params).fit(X, y)
+    weighted = DPSEPRegressor(model="linear", random_state=0, **params).fit(X, y)
     assert np.all(np.abs(weighted.coef_ - COEF) < 0.1)
     # Clipping tempers the rows' likelihood, so the Gamma(2, 0.1) prior keeps
     # some weight: the estimate is too large, but within a small factor.
     assert NOISE_STD**2 < weighted.noise_variance_ < 10 * NOISE_STD**2
     monkeypatch.setattr(sep._LinearModel, "release_weights", lambda self, cavity: None)
-    unweighted = DPSEPRegressor(random_state=0, **params).fit(X, y)
+    unweighted = DPSEPRegressor(model="linear", random_state=0, **params).fit(X, y)
     assert unweighted.noise_variance_ > 100 * NOISE_STD**2
 
 
@@ -1423,13 +1423,14 @@ def test_auto_model_and_clip_norm_follow_epsilon():
         "max_iter": 2,
         "random_state": 0,
     }
-    private = DPSEPRegressor(epsilon=1.0, **bounds).fit(X, y)
+    private = DPSEPRegressor(epsilon=1.0, hidden_units=3, **bounds).fit(X, y)
     clean = DPSEPRegressor(epsilon=INF, hidden_units=3, **bounds).fit(X, y)
-    assert (private.model_, private.clip_norm_) == ("linear", 1.0)
+    # The network with or without noise; clipping only under noise.
+    assert (private.model_, private.clip_norm_) == ("mlp", 1.0)
     assert (clean.model_, clean.clip_norm_) == ("mlp", None)
     # "auto" is exactly the explicit setting it names (same seeded stream).
     explicit_private = DPSEPRegressor(
-        epsilon=1.0, model="linear", clip_norm=1.0, **bounds
+        epsilon=1.0, model="mlp", clip_norm=1.0, hidden_units=3, **bounds
     ).fit(X, y)
     explicit_clean = DPSEPRegressor(
         epsilon=INF, model="mlp", clip_norm=None, hidden_units=3, **bounds
@@ -1548,14 +1549,17 @@ def test_tiny_budgets_fit_and_predict_inside_bounds_y(model, epsilon):
     assert np.all((prediction >= BOUNDS_Y[0]) & (prediction <= BOUNDS_Y[1]))
 
 
+@pytest.mark.parametrize("model", ["auto", "linear"])
 @pytest.mark.parametrize("name", ["yacht", "concrete", "wine-quality-red"])
-def test_private_linear_no_worse_than_the_mean_with_min_max_bounds(name):
+def test_private_fit_no_worse_than_the_mean_with_min_max_bounds(name, model):
+    # "auto" is the network (Adam under noise).
     X, y = load_uci(name)
     ratios = []
     for seed in range(5):
         order = np.random.RandomState(seed).permutation(y.size)
         train, test = order[: round(0.9 * y.size)], order[round(0.9 * y.size) :]
         reg = DPSEPRegressor(
+            model=model,
             epsilon=1.0,
             bounds_X=(X.min(axis=0), X.max(axis=0)),
             bounds_y=(y.min(), y.max()),
@@ -1847,3 +1851,44 @@ def test_auto_averaging_fraction(mean_update, fraction):
     other = DPSEPRegressor(**params, averaging_fraction=0.3).fit(X, y)
     np.testing.assert_array_equal(auto.weights_mean_, given.weights_mean_)
     assert not np.array_equal(auto.weights_mean_, other.weights_mean_)
+
+
+def test_bounds_are_any_pair_and_errors_name_the_parameter():
+    X, y = make_linear(200)
+    as_tuple = DPSEPRegressor(
+        model="linear", bounds_X=BOUNDS_X, bounds_y=BOUNDS_Y, random_state=0
+    )
+    as_array = DPSEPRegressor(
+        model="linear",
+        bounds_X=np.array(BOUNDS_X),
+        bounds_y=np.array(BOUNDS_Y),
+        random_state=0,
+    )
+    np.testing.assert_array_equal(as_tuple.fit(X, y).predict(X), as_array.fit(X, y).predict(X))
+    for bounds, message in [
+        (("a", "b"), r"bounds_X must hold numbers"),
+        ((-1e308, 1e308), r"bounds_X: every range upper - lower must be a finite float"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            DPSEPRegressor(bounds_X=bounds, bounds_y=BOUNDS_Y).fit(X, y)
+
+
+def test_a_huge_clip_norm_shrinks_to_the_prior_instead_of_failing():
+    # The noise then swamps every released shift: the empirical-Bayes shrinkage
+    # must give the prior's mean, not a singular solve after budget was spent.
+    X, y = make_linear(400)
+    for clip_norm in (1e8, 1e12):
+        reg = DPSEPRegressor(
+            model="linear", clip_norm=clip_norm, bounds_X=BOUNDS_X, bounds_y=BOUNDS_Y
+        ).fit(X, y)
+        prediction = reg.predict(X)
+        assert np.all(np.isfinite(prediction))
+        assert np.all((prediction >= BOUNDS_Y[0]) & (prediction <= BOUNDS_Y[1]))
+
+
+def test_transform_columns_are_named():
+    X, y = make_linear(100)
+    reg = DPSEPRegressor(epsilon=float("inf"), max_iter=2).fit(X, y)
+    assert list(reg.get_feature_names_out()) == ["predictive_mean", "predictive_std"]
+    frame = reg.set_output(transform="pandas").transform(X[:3])
+    assert list(frame.columns) == ["predictive_mean", "predictive_std"]

@@ -5,6 +5,7 @@ import pytest
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 
+import skprivfact
 from skprivfact.utils._validation import (
     check_count_matrix,
     check_noisy_count_matrix,
@@ -185,3 +186,38 @@ def test_noisy_count_matrix_rejects_counts_beyond_float_precision():
     with pytest.raises(ValueError, match="2\\*\\*53 = 9007199254740992 or more in absolute"):
         check_noisy_count_matrix(np.array([[-(2.0**53), 1.0]]))
     check_noisy_count_matrix(np.array([[-(2.0**53) + 1, 1.0]]))
+
+
+def _one_entry_per_token(seed=0):
+    """40 documents of 12 tokens as a CSR matrix of one entry per token:
+    duplicate, unsorted column indices, each entry a count of 1."""
+    rng = np.random.RandomState(seed)
+    indices = rng.randint(0, 6, size=480)
+    indptr = np.arange(0, 481, 12)
+    return sp.csr_matrix((np.ones(480, dtype=np.int64), indices, indptr), shape=(40, 6))
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: skprivfact.PrivatePoissonMF(2, max_iter=3, random_state=0),
+        lambda: skprivfact.PrivatePoissonMF(2, max_iter=3, epsilon=1.0, random_state=0),
+        lambda: skprivfact.DPLDA(2, epsilon=float("inf"), batch_size=10),
+        lambda: skprivfact.GeometricPrivatizer(epsilon=1.0),
+    ],
+    ids=["PoissonMF", "PoissonMF-noisy", "DPLDA", "GeometricPrivatizer"],
+)
+def test_duplicate_entries_are_summed_on_a_copy(make):
+    # The caller's matrix is left as it was (its index arrays included), and
+    # the estimator sees the summed counts.
+    X = _one_entry_per_token()
+    before = [a.copy() for a in (X.data, X.indices, X.indptr)]
+    assert X.nnz == 480 and not X.has_canonical_format
+    estimator = make().fit(X)
+    if hasattr(estimator, "transform"):
+        estimator.transform(X)
+    for old, new in zip(before, (X.data, X.indices, X.indptr)):
+        np.testing.assert_array_equal(old, new)
+    checked = check_count_matrix(X)
+    assert checked.has_canonical_format
+    np.testing.assert_array_equal(checked.toarray(), X.toarray())

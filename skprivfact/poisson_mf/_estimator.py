@@ -83,6 +83,10 @@ def _output_dtype(X):
 # (standard deviation sqrt(2 alpha) / (1 - alpha) > 1.4e6) and 1 - alpha
 # carries fewer than 10 significant digits.
 MIN_EPSILON_PER_UNIT = 1e-6
+# Largest: beyond it alpha = exp(-epsilon / sensitivity) leaves the normal
+# floats (below 1e-304, then 0), where the noise model's logarithms and
+# ratios break; a count is then noisy with probability below 1e-304.
+MAX_EPSILON_PER_UNIT = 700.0
 
 # Floor of the mean count that sets the "auto" prior rates (all-zero input).
 _MIN_MEAN_COUNT = 1e-6
@@ -194,9 +198,10 @@ class PrivatePoissonMF(
         Number of factors K.
     epsilon : float, default=None
         Privacy parameter the input was privatized with; None for clean counts.
-        ``epsilon / sensitivity`` must be at least 1e-6 (the noise's standard
-        deviation is then 1.4e6 per count already); smaller values raise a
-        ValueError.
+        ``epsilon / sensitivity`` must lie in [1e-6, 700] (at 1e-6 the noise's
+        standard deviation is 1.4e6 per count already; above 700 a count is
+        noisy with probability below 1e-304: fit it with ``epsilon=None``);
+        other values raise a ValueError.
     sensitivity : int, default=1
         The L1 distance N of limited-precision local privacy the input was
         privatized with.
@@ -600,6 +605,13 @@ class PrivatePoissonMF(
                 f"{math.sqrt(2.0) / MIN_EPSILON_PER_UNIT:.2g} per count, which leaves "
                 "nothing to fit (and 1 - alpha loses its precision in floating point)."
             )
+        if self.epsilon is not None and self.epsilon / self.sensitivity > MAX_EPSILON_PER_UNIT:
+            raise ValueError(
+                f"epsilon / sensitivity = {self.epsilon / self.sensitivity:.3g} is above "
+                f"{MAX_EPSILON_PER_UNIT:g}: the noise is zero in all but about "
+                f"exp(-{MAX_EPSILON_PER_UNIT:g}) of counts, below what the noise model "
+                "can represent. Fit such counts as clean counts (epsilon=None)."
+            )
         if self.privatize and self.epsilon is None:
             raise ValueError(
                 "privatize=True releases the input with geometric noise at "
@@ -625,6 +637,17 @@ class PrivatePoissonMF(
         (``compact_counts``: int16 or int32, float64 beyond), plus the clean
         counts when ``privatize`` (for scoring), else None.
         """
+        noise_params = (self.epsilon, self.sensitivity, self.privatize)
+        if reset:
+            self._fitted_noise_params = noise_params
+        elif noise_params != getattr(self, "_fitted_noise_params", noise_params):
+            # The model and alpha_ are those of the fitted parameters; other
+            # ones would read the input as clean or noisy counts wrongly (and
+            # privatize=False would model clean counts given as noisy ones).
+            raise ValueError(
+                "epsilon, sensitivity or privatize changed since fit: call fit "
+                "again."
+            )
         if is_dask_array(X):
             return self._check_dask_input(X, reset), None
         if self.epsilon is None or self.privatize:

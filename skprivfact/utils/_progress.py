@@ -226,17 +226,20 @@ class Progress:
         With ``verbose >= 2`` (lines, not a bar) and at least 10 steps per
         iteration, a line about every tenth of them, before the iteration's
         own line: a long pass (a private DPLDA fit's default is one) shows
-        its progress. ``epsilon_spent`` may be a callable, as in
-        :meth:`update`.
+        its progress. With ``verbose=1`` and fewer than ten iterations, lines
+        within them too, so that the fit prints about ten in all.
+        ``epsilon_spent`` may be a callable, as in :meth:`update`.
         """
+        if self._bar is not None or not self.enabled:
+            return
+        lines_per_iteration = (
+            10 if self.verbose is not True and self.verbose >= 2 else 10 // self.total
+        )
         if (
-            self._bar is not None
-            or not self.enabled
-            or self.verbose is True
-            or self.verbose < 2
-            or n_steps < 10
+            lines_per_iteration < 2
+            or n_steps < lines_per_iteration
             or step >= n_steps
-            or step % max(1, n_steps // 10)
+            or step % max(1, n_steps // lines_per_iteration)
         ):
             return
         now = time.perf_counter()

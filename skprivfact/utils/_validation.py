@@ -15,6 +15,7 @@ from sklearn.utils import check_array
 from sklearn.utils.validation import validate_data
 
 __all__ = [
+    "as_float64",
     "validate_input",
     "check_no_fit_params",
     "check_count_matrix",
@@ -36,7 +37,9 @@ _MAX_ABS_COUNT = 2**53
 # "array=..." line of a wrong number of dimensions, the array printed after
 # "Complex data not supported", the text after "could not convert string to
 # float:" (or "invalid literal for int() with base 10:").
-_QUOTED_ARRAY = re.compile(r"^array=.*$", re.MULTILINE)
+# (A long array runs over several lines, up to scikit-learn's "Reshape your
+# data" advice.)
+_QUOTED_ARRAY = re.compile(r"^array=.*?(?=^Reshape|\Z)", re.MULTILINE | re.DOTALL)
 _CONVERSION = re.compile(r"^(could not convert .+? to \w+|invalid literal for .+?): .*$")
 
 
@@ -51,7 +54,7 @@ def _without_values(message):
         first_line,
     )
     if rest:
-        unquoted += "\n" + _QUOTED_ARRAY.sub("array=(not shown)", rest)
+        unquoted += "\n" + _QUOTED_ARRAY.sub("array=(not shown)\n", rest)
     return None if unquoted == message else unquoted
 
 
@@ -80,6 +83,21 @@ def validate_input(estimator, *args, **kwargs):
     return _without_quoted_values(validate_data, estimator, *args, **kwargs)
 
 
+def as_float64(values, input_name):
+    """``values`` as a float64 array; an error quotes none of them.
+
+    For inputs that ``validate_data`` leaves as they are (a target of strings
+    with ``y_numeric=True``).
+    """
+    try:
+        return np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"{input_name} holds a value that is not a number (the value is not "
+            "shown: it may be a private record's)."
+        ) from None
+
+
 def _validate(X, estimator, reset, accept_sparse, dtype, input_name):
     kwargs = dict(
         accept_sparse=accept_sparse,
@@ -88,8 +106,16 @@ def _validate(X, estimator, reset, accept_sparse, dtype, input_name):
         ensure_2d=True,
     )
     if estimator is None:
-        return _without_quoted_values(check_array, X, input_name=input_name, **kwargs)
-    return validate_input(estimator, X, reset=reset, **kwargs)
+        X = _without_quoted_values(check_array, X, input_name=input_name, **kwargs)
+    else:
+        X = validate_input(estimator, X, reset=reset, **kwargs)
+    if sp.issparse(X) and not X.has_canonical_format:
+        # A count split over duplicate entries (one entry per token), or
+        # unsorted indices: merged and sorted on a copy, as the caller's
+        # matrix may share its index arrays with X and is not ours to change.
+        X = X.copy()
+        X.sum_duplicates()
+    return X
 
 
 def _stored_values(X):
