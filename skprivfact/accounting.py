@@ -883,6 +883,10 @@ def calibrate_noise_multiplier(
     )
 
 
+# The largest noise multiplier a calibration tries.
+_MAX_NOISE_MULTIPLIER = 1e8
+
+
 @functools.lru_cache(maxsize=256)
 def _calibrate(
     target_epsilon, delta, sample_rate, steps, orders_key, rtol, kind, relation, preceded_by=()
@@ -932,9 +936,9 @@ def _calibrate(
         low, high = 1.0, 1.0
         if epsilon(high) > target_epsilon:
             while epsilon(high) > target_epsilon:
-                low, high = high, high * 2.0
-                if high > 1e8:
+                if high >= _MAX_NOISE_MULTIPLIER:
                     return None
+                low, high = high, min(high * 2.0, _MAX_NOISE_MULTIPLIER)
         else:
             while epsilon(low) <= target_epsilon:
                 low, high = low / 2.0, low
@@ -955,14 +959,14 @@ def _calibrate(
         floor = ""
         if kind == "rdp":
             floor = (
-                " The RDP accountant cannot certify less than epsilon = "
-                f"{rdp_epsilon(1e8):.4g} for these releases at this delta (its "
-                'largest Renyi order bounds the conversion); accountant="pld" is '
-                "tight."
+                " The RDP accountant certifies epsilon = "
+                f"{rdp_epsilon(_MAX_NOISE_MULTIPLIER):.4g} there (its conversion "
+                "from Renyi DP is bounded below for these releases at this delta); "
+                'accountant="pld" is tight.'
             )
         raise ValueError(
-            "No noise multiplier up to 1e8 meets the target epsilon "
-            f"{target_epsilon!r} at delta {delta!r}.{floor}"
+            f"No noise multiplier up to {_MAX_NOISE_MULTIPLIER:g} meets the target "
+            f"epsilon {target_epsilon!r} at delta {delta!r}.{floor}"
         )
     low, high = found
     if low is None:
@@ -970,8 +974,20 @@ def _calibrate(
     sigma = search(bracket_epsilon, low, high)
     if kind == "rdp" or bracket_epsilon is pld_epsilon:
         return sigma
-    # The PLD epsilon is at most the RDP one, so the RDP multiplier meets the
-    # target: search below it.
+    # The PLD epsilon is at most the RDP one, so the RDP multiplier usually
+    # meets the target: search below it. Not always: the PLD's pessimistic
+    # discretisation can put it above the RDP one at small targets or over
+    # many steps; then search above it.
+    if pld_epsilon(sigma) > target_epsilon:
+        low, high = sigma, sigma
+        while pld_epsilon(high) > target_epsilon:
+            if high >= _MAX_NOISE_MULTIPLIER:
+                raise ValueError(
+                    f"No noise multiplier up to {_MAX_NOISE_MULTIPLIER:g} meets the "
+                    f"target epsilon {target_epsilon!r} at delta {delta!r}."
+                )
+            low, high = high, min(high * 2.0, _MAX_NOISE_MULTIPLIER)
+        return search(pld_epsilon, low, high)
     low = sigma / 2.0
     while pld_epsilon(low) <= target_epsilon:
         low /= 2.0

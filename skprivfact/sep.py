@@ -1145,8 +1145,9 @@ class DPSEPRegressor(
         "averaging_fraction": [Interval(Real, 0, 1, closed="right"), StrOptions({"auto"})],
         "mean_update": [StrOptions({"auto", "sep", "adam"})],
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
-        "bounds_X": ["array-like", None],
-        "bounds_y": ["array-like", None],
+        # (Not any array-like: a DataFrame or a dict would unpack its labels.)
+        "bounds_X": [tuple, list, np.ndarray, None],
+        "bounds_y": [tuple, list, np.ndarray, None],
         "prior_precision": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "noise_variance": [Interval(Real, 0, None, closed="neither"), None],
         "verbose": ["verbose", StrOptions({"bar"})],

@@ -460,7 +460,7 @@ class DPSEPGaussianMixture(
         "batch_size": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"}), None],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "averaging_fraction": [Interval(Real, 0, 1, closed="right")],
-        "bounds_X": ["array-like", None],
+        "bounds_X": [tuple, list, np.ndarray, None],
         "covariance": [Interval(Real, 0, None, closed="neither")],
         "weights": ["array-like", None],
         "mean_prior": [Real, "array-like", None],

@@ -648,3 +648,13 @@ def test_noise_parameters_changed_after_fit_are_refused(changed):
     for method in (model.transform, model.score, model.partial_fit):
         with pytest.raises(ValueError, match="changed since fit: call fit again"):
             method(X)
+
+
+def test_a_refused_refit_keeps_the_fitted_noise_parameters():
+    X = np.random.RandomState(0).poisson(2, size=(50, 6))
+    model = PrivatePoissonMF(2, epsilon=1.0, privatize=True, max_iter=3, random_state=0).fit(X)
+    model.set_params(epsilon=3.0)
+    with pytest.raises(ValueError):
+        model.fit(-X)  # refused input
+    with pytest.raises(ValueError, match="changed since fit: call fit again"):
+        model.transform(X)

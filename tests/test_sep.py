@@ -1892,3 +1892,12 @@ def test_transform_columns_are_named():
     assert list(reg.get_feature_names_out()) == ["predictive_mean", "predictive_std"]
     frame = reg.set_output(transform="pandas").transform(X[:3])
     assert list(frame.columns) == ["predictive_mean", "predictive_std"]
+
+
+def test_bounds_given_as_a_frame_or_a_dict_are_refused():
+    # Unpacking them would take their labels as the bounds.
+    pd = pytest.importorskip("pandas")
+    X, y = make_linear(50)
+    for bounds in (pd.DataFrame([[-20.0, -20.0], [40.0, 40.0]]), {0: 1, 1: 2}):
+        with pytest.raises(ValueError, match="bounds_X"):
+            DPSEPRegressor(model="linear", bounds_X=bounds).fit(X, y)

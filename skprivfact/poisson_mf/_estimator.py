@@ -638,9 +638,7 @@ class PrivatePoissonMF(
         counts when ``privatize`` (for scoring), else None.
         """
         noise_params = (self.epsilon, self.sensitivity, self.privatize)
-        if reset:
-            self._fitted_noise_params = noise_params
-        elif noise_params != getattr(self, "_fitted_noise_params", noise_params):
+        if not reset and noise_params != getattr(self, "_fitted_noise_params", noise_params):
             # The model and alpha_ are those of the fitted parameters; other
             # ones would read the input as clean or noisy counts wrongly (and
             # privatize=False would model clean counts given as noisy ones).
@@ -648,14 +646,20 @@ class PrivatePoissonMF(
                 "epsilon, sensitivity or privatize changed since fit: call fit "
                 "again."
             )
-        if is_dask_array(X):
-            return self._check_dask_input(X, reset), None
-        if self.epsilon is None or self.privatize:
+        dask = is_dask_array(X)
+        if dask:
+            X = self._check_dask_input(X, reset)
+        elif self.epsilon is None or self.privatize:
             X = check_count_matrix(X, estimator=self, reset=reset)
         else:
             # compact integer input is kept as it is (no float64 copy)
             X = check_noisy_count_matrix(X, estimator=self, reset=reset,
                                          dtype=_NOISY_INPUT_DTYPES)
+        if reset:
+            # Once the input is valid: a refused fit keeps the fitted ones.
+            self._fitted_noise_params = noise_params
+        if dask:
+            return X, None
         if self.epsilon is None:
             return sp.csr_matrix(X, dtype=np.float64), None
         if not self.privatize:
