@@ -927,9 +927,6 @@ def _calibrate(
                 high = middle
         return high
 
-    # The bracket is searched with the RDP epsilon (cheap), unless releases
-    # made first under the tight accountant already exceed the target by RDP:
-    # then only the PLD epsilon can be met.
     def bracket(epsilon):
         # (low, high) around the target, (None, high) when a multiplier of
         # 1e-8 already meets it, None when none up to 1e8 does.
@@ -946,6 +943,9 @@ def _calibrate(
                     return None, high
         return low, high
 
+    # The bracket is searched with the RDP epsilon (cheap), unless releases
+    # made first under the tight accountant already exceed the target by RDP:
+    # then only the PLD epsilon can be met.
     bracket_epsilon = rdp_epsilon
     if kind == "pld" and fixed_rdp_epsilon >= target_epsilon:
         bracket_epsilon = pld_epsilon

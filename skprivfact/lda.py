@@ -569,9 +569,9 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         private default is one pass), 2 one per pass (the epsilon spent so
         far, elapsed time and time left, and without privacy the training
         perplexity every ``evaluate_every`` passes), and within a pass of at
-        least 10 batches about one per tenth of them; :meth:`partial_fit` prints a line per
-        call (its release and the epsilon spent); "bar" draws a tqdm bar (the
-        ``progress`` extra).
+        least 10 batches about one per tenth of them; :meth:`partial_fit`
+        prints a line per call (its release and the epsilon spent); "bar"
+        draws a tqdm bar (the ``progress`` extra).
     accountant : {"rdp", "pld"}, default="rdp"
         The privacy accountant: Renyi DP, or privacy loss distributions
         (tight: less noise for the same claim; needs dp-accounting).
@@ -754,9 +754,10 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
     (``n_topic_words="auto"``: 1000 words).
 
     Without privacy, :meth:`fit` takes scikit-learn's consecutive
-    mini-batches, so it agrees with ``LatentDirichletAllocation(
-    learning_method="online")``: Poisson batches miss about a third of the
-    documents in a pass and repeat others, which costs held-out
+    mini-batches, as ``LatentDirichletAllocation(learning_method="online")``
+    does, and reaches its held-out perplexity (the topics themselves differ
+    as random starts make them differ): Poisson batches miss about a third
+    of the documents in a pass and repeat others, which costs held-out
     perplexity. Private fits need the Poisson batches, whose secrecy the
     accountant's subsampling amplification rests on.
 
@@ -909,14 +910,8 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
                 )
         if reset:
             self._dtype = np.float32 if X.dtype == np.float32 else np.float64
-        X = sp.csr_matrix(X, dtype=np.float64)
-        if not X.has_canonical_format:
-            # A word split over duplicate entries would make a document's
-            # statistic look smaller than it is to the clipping: merge them,
-            # on a copy, as the input is not ours to modify.
-            X = X.copy()
-            X.sum_duplicates()
-        return X
+        # (Duplicate entries are merged by the gateway.)
+        return sp.csr_matrix(X, dtype=np.float64)
 
     def _batch_size(self):
         """The batch size of the plan: None (every document) for batch learning."""

@@ -42,7 +42,7 @@ class GeometricPrivatizer(
     ----------
     epsilon : float, default=1.0
         The privacy parameter, positive and finite; smaller is more private
-        and noisier.
+        and noisier. ``epsilon / sensitivity`` must be at least 1e-12.
     sensitivity : int, default=1
         The L1 distance N between rows that the guarantee makes
         indistinguishable, an integer >= 1 (for example the most that one

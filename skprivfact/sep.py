@@ -875,8 +875,8 @@ class DPSEPRegressor(
         The regression model. "auto" is ``"mlp"``, with or without noise:
         under noise the network's weight means move by Adam on released
         gradients (``mean_update``), which predicted better than the private
-        linear model on the UCI sets at ``epsilon`` 1 and 3 (the privacy
-        guide's measurements). ``"linear"`` gives coefficients
+        linear model on the UCI sets at ``epsilon`` 1 and 3 in all but one
+        case (the privacy guide's measurements). ``"linear"`` gives coefficients
         (``coef_``) and an exact SEP update. The choice is in ``model_``.
     hidden_units : int, default=50
         Hidden ReLU units of the ``"mlp"`` model.
@@ -1235,8 +1235,8 @@ class DPSEPRegressor(
         if model_name == "auto":
             # The network, with or without noise: under noise its weight means
             # move by Adam on released gradients, which beat the linear model
-            # on validation splits of the UCI sets at epsilon 1 and 3
-            # (benchmarks/bench_sep.py default-model).
+            # on validation rows of the UCI sets at epsilon 1 and 3 in all but
+            # one case (benchmarks/bench_sep.py default-model).
             model_name = "mlp"
         if self.mean_update == "adam" and model_name == "linear":
             raise ValueError(

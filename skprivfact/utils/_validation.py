@@ -111,8 +111,9 @@ def _validate(X, estimator, reset, accept_sparse, dtype, input_name):
         X = validate_input(estimator, X, reset=reset, **kwargs)
     if sp.issparse(X) and not X.has_canonical_format:
         # A count split over duplicate entries (one entry per token), or
-        # unsorted indices: merged and sorted on a copy, as the caller's
-        # matrix may share its index arrays with X and is not ours to change.
+        # unsorted indices: merged and sorted, since a row's entries split in
+        # two look smaller than they are to a clipping bound; on a copy, as
+        # the caller's matrix may share its index arrays with X.
         X = X.copy()
         X.sum_duplicates()
     return X
@@ -195,8 +196,9 @@ def check_count_matrix(
     if values.size and values.min() < 0:
         raise ValueError(
             f"Negative values in data passed to {input_name}: it must hold "
-            "non-negative counts. Privatized (noisy) counts are passed to an "
-            "estimator with `epsilon` set, not to this one."
+            "non-negative counts. Counts that already carry privacy noise (and "
+            "so negative values) are modelled by PrivatePoissonMF with `epsilon` "
+            "set."
         )
     _check_integral(values, input_name, "integer counts")
     return X
