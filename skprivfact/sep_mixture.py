@@ -657,9 +657,49 @@ class DPSEPGaussianMixture(
         Returns
         -------
         log_density : ndarray of shape (n_samples,)
-            ``log sum_k pi_k N(x; means_[k], (covariance + means_variance_[k]) I)``.
+            ``log sum_k pi_k N(x; means_[k], (covariances_[k] + means_variance_[k]) I)``.
         """
         return logsumexp(self._log_joint(X), axis=1)
+
+    def sample(self, n_samples=1):
+        """Draw samples from the posterior predictive distribution.
+
+        As scikit-learn's ``GaussianMixture.sample``: the number of samples of
+        each component is multinomial with probabilities ``weights_``, and
+        component ``k``'s are drawn from ``N(means_[k], (covariances_[k] +
+        means_variance_[k]) I)``, the density :meth:`score_samples`
+        evaluates; they come out grouped by component. The draws follow
+        ``random_state``. Post-processing of the fitted posterior: sampling
+        spends no privacy.
+
+        Parameters
+        ----------
+        n_samples : int, default=1
+            Number of samples, at least 1.
+
+        Returns
+        -------
+        X : ndarray of shape (n_samples, n_features)
+            The samples.
+        y : ndarray of shape (n_samples,)
+            The component of each sample.
+        """
+        check_is_fitted(self)
+        if not (isinstance(n_samples, Integral) and n_samples >= 1):
+            raise ValueError(
+                f"n_samples must be an integer of at least 1; got {n_samples!r}."
+            )
+        rng = check_random_state(self.random_state)
+        counts = rng.multinomial(n_samples, self.weights_)
+        scales = np.sqrt(self.covariances_ + self.means_variance_)
+        X = np.vstack(
+            [
+                mean + scale * rng.standard_normal((count, mean.size))
+                for mean, scale, count in zip(self.means_, scales, counts)
+            ]
+        )
+        y = np.repeat(np.arange(counts.size), counts)
+        return X, y
 
     def score(self, X, y=None):
         """Mean log posterior predictive density of the samples.

@@ -658,3 +658,9 @@ def test_a_refused_refit_keeps_the_fitted_noise_parameters():
         model.fit(-X)  # refused input
     with pytest.raises(ValueError, match="changed since fit: call fit again"):
         model.transform(X)
+
+
+def test_a_bool_epsilon_is_refused_as_by_every_estimator():
+    X = np.ones((5, 4))
+    with pytest.raises(ValueError, match="epsilon must be a positive number; got True"):
+        PrivatePoissonMF(2, epsilon=True).fit(X)

@@ -319,3 +319,20 @@ def test_predictions_use_the_fitted_covariances_not_the_parameter():
     model.set_params(covariance=25.0)
     np.testing.assert_array_equal(model.score_samples(X), scores)
     np.testing.assert_array_equal(model.covariances_, np.full(3, 0.25))
+
+
+def test_sample_draws_from_the_posterior_predictive():
+    X, _ = blobs(400)
+    model = mixture(epsilon=float("inf"), weights=[0.5, 0.3, 0.2]).fit(X)
+    samples, labels = model.sample(30_000)
+    assert samples.shape == (30_000, 2) and labels.shape == (30_000,)
+    np.testing.assert_allclose(np.bincount(labels) / 30_000, [0.5, 0.3, 0.2], atol=0.01)
+    spread = model.covariances_ + model.means_variance_
+    for k in range(3):
+        drawn = samples[labels == k]
+        np.testing.assert_allclose(drawn.mean(axis=0), model.means_[k], atol=0.03)
+        np.testing.assert_allclose(drawn.var(axis=0), spread[k], rtol=0.05)
+    # The same random_state draws the same samples, as in scikit-learn.
+    np.testing.assert_array_equal(model.sample(5)[0], model.sample(5)[0])
+    with pytest.raises(ValueError, match="n_samples must be an integer of at least 1"):
+        model.sample(0)

@@ -28,6 +28,7 @@ from ..utils._validation import (
     check_count_matrix,
     check_no_fit_params,
     check_noisy_count_matrix,
+    check_privacy_params,
 )
 from . import _blocks
 from ._blocks import InMemoryRowBlocks, RowSubsetBlocks, compact_counts
@@ -598,6 +599,8 @@ class PrivatePoissonMF(
         self.verbose = verbose
 
     def _check_params(self):
+        # As every estimator checks them (a bool is not an epsilon).
+        check_privacy_params(epsilon=self.epsilon, sensitivity=self.sensitivity)
         if self.epsilon is not None and self.epsilon / self.sensitivity < MIN_EPSILON_PER_UNIT:
             raise ValueError(
                 f"epsilon / sensitivity = {self.epsilon / self.sensitivity:.3g} is below "
