@@ -37,6 +37,27 @@ class LocalPrivacyEstimator(BaseEstimator):
         "sensitivity": [Interval(Integral, 1, None, closed="left")],
     }
 
+    # The parameters that describe the fitted model's noise: transform, score
+    # and partial_fit refuse other values set after fit.
+    _noise_param_names: tuple = ("epsilon", "sensitivity")
+
+    def _noise_params(self):
+        return tuple(getattr(self, name) for name in self._noise_param_names)
+
+    def _record_noise_params(self):
+        """In ``fit``, once the input is valid: the parameters the model holds."""
+        self._fitted_noise_params = self._noise_params()
+
+    def _check_noise_params_unchanged(self):
+        """Refuse noise parameters changed since ``fit`` (``set_params``)."""
+        current = self._noise_params()
+        if current != getattr(self, "_fitted_noise_params", current):
+            *first, last = self._noise_param_names
+            raise ValueError(
+                f"{', '.join(first)} or {last} changed since fit: call fit again "
+                "(the fitted model describes the noise of the old values)."
+            )
+
 
 class CentralPrivacyEstimator(BaseEstimator):
     """Base for estimators of the central model: (epsilon, delta)-DP releases.

@@ -112,6 +112,8 @@ class GeometricPrivatizer(
     -0.2757
     """
 
+    _noise_param_names = ("epsilon", "sensitivity", "secure")
+
     _parameter_constraints: dict = {
         **LocalPrivacyEstimator._parameter_constraints,
         "secure": ["boolean"],
@@ -161,7 +163,7 @@ class GeometricPrivatizer(
             )
         check_count_matrix(X, estimator=self, reset=True)
         self.alpha_ = math.exp(-noise_ratio)
-        self._fitted_params = (self.epsilon, self.sensitivity, self.secure)
+        self._record_noise_params()
         # The secure sampler opens the system's randomness on every call, and
         # so does the numpy one without a seed (fresh entropy, never numpy's
         # global state); a seeded stream lives here so that transform calls
@@ -169,16 +171,6 @@ class GeometricPrivatizer(
         seeded = not self.secure and self.random_state is not None
         self._noise_rng = check_random_state(self.random_state) if seeded else None
         return self
-
-    def _check_fitted_params(self):
-        """The noise parameters are those :meth:`fit` checked (and ``alpha_`` holds)."""
-        check_is_fitted(self)
-        current = (self.epsilon, self.sensitivity, self.secure)
-        if current != getattr(self, "_fitted_params", current):
-            raise ValueError(
-                "epsilon, sensitivity or secure changed since fit: call fit again "
-                "(alpha_ and the noise are those of the parameters fit checked)."
-            )
 
     def transform(self, X):
         """Add fresh two-sided geometric noise to every entry of ``X``.
@@ -200,7 +192,8 @@ class GeometricPrivatizer(
             If ``epsilon``, ``sensitivity`` or ``secure`` changed since
             :meth:`fit` (the noise would not be that of ``alpha_``).
         """
-        self._check_fitted_params()
+        check_is_fitted(self)
+        self._check_noise_params_unchanged()
         X = check_count_matrix(X, estimator=self, reset=False)
         counts = X.toarray() if sp.issparse(X) else X
         counts = np.asarray(counts).astype(np.int64)
@@ -236,7 +229,8 @@ class GeometricPrivatizer(
         score : float
             -2 alpha / (1 - alpha**2).
         """
-        self._check_fitted_params()
+        check_is_fitted(self)
+        self._check_noise_params_unchanged()
         check_count_matrix(X, estimator=self, reset=False)
         noise_ratio = self.epsilon / self.sensitivity
         # 1 - alpha**2 = -expm1(-2 * noise_ratio), accurate for small epsilon.

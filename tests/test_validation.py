@@ -202,7 +202,7 @@ def _one_entry_per_token(seed=0):
     [
         lambda: skprivfact.PrivatePoissonMF(2, max_iter=3, random_state=0),
         lambda: skprivfact.PrivatePoissonMF(2, max_iter=3, epsilon=1.0, random_state=0),
-        lambda: skprivfact.DPLDA(2, epsilon=float("inf"), batch_size=10),
+        lambda: skprivfact.DPLDA(2, epsilon=float("inf"), batch_size=10, random_state=0),
         lambda: skprivfact.GeometricPrivatizer(epsilon=1.0),
     ],
     ids=["PoissonMF", "PoissonMF-noisy", "DPLDA", "GeometricPrivatizer"],
@@ -221,3 +221,7 @@ def test_duplicate_entries_are_summed_on_a_copy(make):
     checked = check_count_matrix(X)
     assert checked.has_canonical_format
     np.testing.assert_array_equal(checked.toarray(), X.toarray())
+    if hasattr(estimator, "components_"):
+        # The fit is the fit of the merged counts.
+        merged = make().fit(sp.csr_matrix(X.toarray()))
+        np.testing.assert_allclose(estimator.components_, merged.components_, rtol=1e-10)

@@ -519,6 +519,8 @@ class PrivatePoissonMF(
     ((100, 3), (3, 40))
     """
 
+    _noise_param_names = ("epsilon", "sensitivity", "privatize")
+
     _parameter_constraints: dict = {
         **LocalPrivacyEstimator._parameter_constraints,
         "n_components": [Interval(Integral, 1, None, closed="left")],
@@ -640,15 +642,11 @@ class PrivatePoissonMF(
         (``compact_counts``: int16 or int32, float64 beyond), plus the clean
         counts when ``privatize`` (for scoring), else None.
         """
-        noise_params = (self.epsilon, self.sensitivity, self.privatize)
-        if not reset and noise_params != getattr(self, "_fitted_noise_params", noise_params):
-            # The model and alpha_ are those of the fitted parameters; other
-            # ones would read the input as clean or noisy counts wrongly (and
-            # privatize=False would model clean counts given as noisy ones).
-            raise ValueError(
-                "epsilon, sensitivity or privatize changed since fit: call fit "
-                "again."
-            )
+        if not reset:
+            # Other values would read the input as clean or noisy counts
+            # against the model (privatize=False would model clean counts
+            # given as noisy ones).
+            self._check_noise_params_unchanged()
         dask = is_dask_array(X)
         if dask:
             X = self._check_dask_input(X, reset)
@@ -660,7 +658,7 @@ class PrivatePoissonMF(
                                          dtype=_NOISY_INPUT_DTYPES)
         if reset:
             # Once the input is valid: a refused fit keeps the fitted ones.
-            self._fitted_noise_params = noise_params
+            self._record_noise_params()
         if dask:
             return X, None
         if self.epsilon is None:
