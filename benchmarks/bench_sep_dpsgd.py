@@ -4,7 +4,7 @@ Run from the project root (with the package installed, or ``PYTHONPATH=.``;
 needs the ``baseline`` extra: torch and opacus)::
 
     python benchmarks/bench_sep_dpsgd.py [--datasets kin8nm power-plant ...]
-        [--epsilons 1 3] [--n-splits 5] [--sep-grid default|tuned|adam]
+        [--epsilons 1 3] [--n-splits 5] [--sep-grid default|tuned|adam|adam-wide]
         [--relation add_remove|substitution] [--tune-splits K] [--final-fits R]
         [--settings-from PATH ...] [--save-json PATH] [--tables-from-json PATH ...]
 
@@ -51,7 +51,8 @@ clipped to ``bounds_y`` for both):
   (no tuning); ``tuned`` chooses among ``mean_update="sep"`` settings
   (accountant, clipping norm, damping, batch size) by the same validation
   protocol, and ``adam`` among ``mean_update="adam"`` settings (learning
-  rate 0.01, 0.03 or 0.1; 40 or 100 passes; batch 256).
+  rate 0.01, 0.03 or 0.1; 40 or 100 passes; batch 256), ``adam-wide`` the
+  same with batches of 256 or 1024 (12 settings, as many as DP-SGD's).
 - ``--settings-from`` takes each method's chosen setting per split from an
   earlier run's ``--save-json`` file instead of searching the grid again
   (DP-SGD still trains the setting once on the validation split, for its
@@ -141,6 +142,19 @@ SEP_GRIDS = {
             "max_iter": passes,
         }
         for learning_rate, passes in itertools.product([0.01, 0.03, 0.1], [40, 100])
+    ],
+    # The same with batches of 256 or 1024: 12 settings, as many as DP-SGD's grid.
+    "adam-wide": [
+        {
+            "accountant": "pld",
+            "mean_update": "adam",
+            "batch_size": batch_size,
+            "learning_rate": learning_rate,
+            "max_iter": passes,
+        }
+        for batch_size, learning_rate, passes in itertools.product(
+            [256, 1024], [0.01, 0.03, 0.1], [40, 100]
+        )
     ],
 }
 
