@@ -3,7 +3,7 @@
 Private Bayesian logistic regression: utility and calibration
 =============================================================
 
-:class:`~skprivfact.logistic.DPBayesLogReg` fits a Bayesian logistic
+:class:`~skprivfact.DPBayesLogReg` fits a Bayesian logistic
 regression by variational Bayes with Polya-Gamma augmentation, and makes it
 (epsilon, delta)-differentially private by releasing, at each iteration, the
 two expected sufficient statistics of the data (a vector and a symmetric

@@ -3,7 +3,7 @@
 Private sigmoid belief network on binarized digits
 ===================================================
 
-:class:`~skprivfact.sbn.DPSigmoidBeliefNet` is a one-hidden-layer sigmoid
+:class:`~skprivfact.DPSigmoidBeliefNet` is a one-hidden-layer sigmoid
 belief network for binary data, fitted by variational Bayes with
 Polya-Gamma augmentation, and made (epsilon, delta)-differentially private by
 releasing, at each iteration, its three expected sufficient statistics (one
@@ -103,7 +103,7 @@ plt.show()
 #
 # :meth:`~skprivfact.DPSigmoidBeliefNet.transform` gives the posterior
 # probability of each hidden unit for each image: features for a downstream
-# model, for example :class:`~skprivfact.logistic.DPBayesLogReg` in a
+# model, for example :class:`~skprivfact.DPBayesLogReg` in a
 # :class:`~sklearn.pipeline.Pipeline`.
 
 features = models["non-private"].transform(X_test[:5])

@@ -3,7 +3,7 @@
 Privacy-utility trade-off of differentially private LDA
 =======================================================
 
-:class:`~skprivfact.lda.DPLDA` fits latent Dirichlet allocation by stochastic
+:class:`~skprivfact.DPLDA` fits latent Dirichlet allocation by stochastic
 variational inference and releases each iteration's expected word-topic counts
 through the Gaussian mechanism (VIPS, Park et al. 2020): every document of a
 Poisson-sampled batch is resampled to ``doc_length`` tokens, its statistic is

@@ -3,7 +3,7 @@
 Private Bayesian neural network regression with stochastic EP
 =====================================================================
 
-:class:`~skprivfact.sep.DPSEPRegressor` fits a Bayesian regression model by
+:class:`~skprivfact.DPSEPRegressor` fits a Bayesian regression model by
 stochastic expectation propagation (SEP): one global factor stands for the
 average likelihood of a row, and each update moment-matches the sites of a
 random batch of rows at the cavity and moves the factor towards their mean.

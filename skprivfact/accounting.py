@@ -336,7 +336,8 @@ def compute_rdp(
     Each step releases a sum over a batch in which every record is included
     independently with probability ``sample_rate``, plus Gaussian noise with
     standard deviation ``noise_multiplier`` times the sum's L2 sensitivity.
-    Neighbouring datasets differ by adding or removing one record.
+    Neighbouring datasets differ by adding or removing one record, or by
+    replacing one (``neighbouring_relation``).
 
     Parameters
     ----------

@@ -455,7 +455,7 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         takes a step that would spend more.
     delta : float, default=1e-5
         The delta of (epsilon, delta)-DP, in (0, 1); choose it well below
-        ``1 / n_documents`` (a fit whose ``delta`` is not warns with
+        ``1 / n_documents`` (a fit whose ``delta`` exceeds it warns with
         :class:`~skprivfact.exceptions.PrivacyLeakWarning`).
     doc_length : int, default=500
         Number of tokens every training document is resampled to (with
@@ -463,7 +463,9 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         but the statistic's norm grows with it.
     clip_norm : float, default=None
         Bound on the Frobenius norm of each document's sufficient statistic
-        (whose entries sum to ``doc_length``), positive. None means
+        (whose topic rows sum to ``doc_length``; with the counts' row of
+        ``floor_negatives="pooled"`` the entries sum to twice that),
+        positive. None means
         ``0.1 * doc_length``, the setting of Park et al. (2020). Unused when
         not private.
     batch_size : int or None, default=1000
@@ -586,10 +588,10 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         floating-point noise can leak). Needs full batches and
         ``accountant="rdp"``; slower (a pure-Python sampler).
     random_state : int, RandomState instance or None, default=None
-        Seeds the initial topics, which depend on no data, and in a fit
-        without noise (``epsilon=inf``, no privacy) the batches and the
-        resampling of documents; a private fit's batches, resampling and noise
-        never come from it.
+        Seeds the initial topics, which depend on no data. A private fit's
+        batches, resampling and noise never come from it; with
+        ``noise_multiplier=0`` (clipping without noise, no privacy) an integer
+        seeds the batches and the resampling too.
 
     Attributes
     ----------

@@ -7,7 +7,8 @@ through one :class:`PrivacyEngine`, which owns what the guarantee rests on:
 - the randomness of every release (batch selection and noise) is drawn from
   the operating system's entropy, a fresh stream per release, never from
   numpy's global state or from ``random_state``: a seed, a copy or a pickle
-  of an estimator cannot replay it;
+  of an estimator cannot replay it (a plan without noise, which claims no
+  privacy, takes its batches from an integer ``random_state``);
 - a release is one call that checks the budgets, draws the noise and records
   the accountant step, so that noise and step cannot be separated: a release
   without noise records an infinite epsilon;
@@ -66,7 +67,7 @@ def reproducible_noise(seed):
     :class:`~skprivfact.exceptions.ReproducibleNoiseWarning`. Outside the
     block (the default) the randomness of releases comes from the operating
     system's entropy and ``random_state`` seeds only what is not released
-    (initial values, resampling of documents).
+    (initial values).
 
     Like diffprivlib's ``random_state`` and Opacus's ``secure_mode=False``,
     this trades the guarantee for repeatability; unlike them it is never the
@@ -515,7 +516,9 @@ class PrivacyEngine:
     owner : str, default=""
         Name used in messages.
     random_state : int or None, default=None
-        Used only inside :func:`reproducible_noise`, to key the fit's stream.
+        Keys the fit's stream inside :func:`reproducible_noise`; outside it,
+        an integer seeds the batches of a plan without noise (which claims no
+        privacy) and is otherwise unused.
     reserve : int, default=None
         Releases checked against the fit's ``epsilon`` and the budget before
         anything else happens: the whole plan when None (``fit``), 1 for a

@@ -179,7 +179,7 @@ def sigmoid_belief_net_log_likelihood(X, weights, visible_bias, hidden_logits):
         ``v log p + (1 - v) log(1 - p)``).
     weights : array-like of shape (n_features, n_components)
         The visible-hidden weights (``components_.T`` of a fitted
-        :class:`DPSigmoidBeliefNet`).
+        :class:`~skprivfact.DPSigmoidBeliefNet`).
     visible_bias : array-like of shape (n_features,)
         The visible biases.
     hidden_logits : array-like of shape (n_components,)
@@ -314,7 +314,7 @@ class DPSigmoidBeliefNet(
         noise.
     delta : float, default=1e-5
         Privacy parameter delta in (0, 1); choose it well below ``1 /
-        n_samples`` (a fit whose ``delta`` is not warns with
+        n_samples`` (a fit whose ``delta`` exceeds it warns with
         :class:`~skprivfact.exceptions.PrivacyLeakWarning`).
     batch_size : int, default=None
         Expected batch size; each iteration keeps each row independently

@@ -805,9 +805,10 @@ class DPSEPRegressor(
     ``(epsilon, delta)``, and ``privacy_spent_`` is what the accountant
     (``accountant``) computed. Batches and noise come from the operating
     system's entropy, a fresh stream per release
-    (:class:`~skprivfact.privacy.PrivacyEngine`); ``random_state`` seeds only
-    the network's initial means. A :class:`~skprivfact.privacy.PrivacyBudget`
-    passed as ``budget`` is charged by every release. The
+    (:class:`~skprivfact.privacy.PrivacyEngine`); in a private fit
+    ``random_state`` seeds only the network's initial means. A
+    :class:`~skprivfact.privacy.PrivacyBudget` passed as ``budget`` is
+    charged by every release. The
     returned posterior averages the released factors of the last updates
     (post-processing). A released mean is shrunk towards the prior by its
     empirical-Bayes factor given the known scale of the noise it carries
@@ -885,7 +886,7 @@ class DPSEPRegressor(
         noise.
     delta : float, default=1e-5
         Privacy parameter delta in (0, 1); choose it well below ``1 /
-        n_samples`` (a fit whose ``delta`` is not warns with
+        n_samples`` (a fit whose ``delta`` exceeds it warns with
         :class:`~skprivfact.exceptions.PrivacyLeakWarning`).
     clip_norm : float, "auto" or None, default="auto"
         Bound ``C`` on the Euclidean norm of each row's site natural

@@ -247,9 +247,10 @@ class DPSEPGaussianMixture(
     or updates). The noise multiplier is calibrated once so that all
     ``max_iter`` passes (``max_iter * ceil(1 / q)`` updates) spend at most
     ``(epsilon, delta)``. Batches and noise come from the operating system's
-    entropy (:class:`~skprivfact.privacy.PrivacyEngine`); ``random_state``
-    seeds only the initial means, drawn uniformly inside ``bounds_X``
-    independently of the data. A :class:`~skprivfact.privacy.PrivacyBudget`
+    entropy (:class:`~skprivfact.privacy.PrivacyEngine`); in a private fit
+    ``random_state`` seeds only the initial means, drawn uniformly inside
+    ``bounds_X`` independently of the data (and :meth:`sample`'s draws from
+    the released posterior). A :class:`~skprivfact.privacy.PrivacyBudget`
     passed as ``budget`` is charged by every release. Records are clipped to
     ``bounds_X`` and mapped to [-1, 1]. Not covered: ``bounds_X=None``, which
     standardizes with the data's own mean and standard deviation (a
@@ -269,7 +270,7 @@ class DPSEPGaussianMixture(
         noise.
     delta : float, default=1e-5
         Privacy parameter delta in (0, 1); choose it well below ``1 /
-        n_samples`` (a fit whose ``delta`` is not warns with
+        n_samples`` (a fit whose ``delta`` exceeds it warns with
         :class:`~skprivfact.exceptions.PrivacyLeakWarning`).
     clip_norm : float or None, default=1.0
         Bound ``C`` on the Euclidean norm of each record's stacked sites, in
@@ -377,7 +378,7 @@ class DPSEPGaussianMixture(
     See Also
     --------
     sklearn.mixture.GaussianMixture : Non-private maximum-likelihood mixture (EM).
-    skprivfact.sep.DPSEPRegressor : DP-SEP for regression.
+    skprivfact.DPSEPRegressor : DP-SEP for regression.
 
     Notes
     -----

@@ -48,6 +48,25 @@ def test_int16_input_gives_the_float64_fit(noisy):
         )
 
 
+def test_a_memmap_of_noisy_counts_skips_the_prior_shape_search(noisy, tmp_path):
+    # validation hands the fit a plain ndarray view of the map: the search,
+    # which gathers 80% of the rows, must still see that it reads a file
+    path = tmp_path / "noisy.dat"
+    stored = np.memmap(path, dtype=np.int16, mode="w+", shape=noisy.shape)
+    stored[:] = noisy
+    stored.flush()
+    mapped = np.memmap(path, dtype=np.int16, mode="r", shape=noisy.shape)
+    kwargs = {"epsilon": EPSILON, "max_iter": 15, "tol": 0, "random_state": 0}
+    model = PrivatePoissonMF(4, **kwargs).fit(mapped)
+    assert model.prior_shape_search_ is None
+    reference = PrivatePoissonMF(
+        4, factor_prior_shape=0.1, component_prior_shape=0.1, **kwargs
+    ).fit(noisy)
+    np.testing.assert_array_equal(model.components_, reference.components_)
+    # the same counts in memory are searched
+    assert PrivatePoissonMF(4, **kwargs).fit(noisy).prior_shape_search_ is not None
+
+
 @pytest.mark.parametrize("noise_update", ["marginal", "bessel-mean"])
 def test_row_blocks_give_the_one_block_fit(noisy, monkeypatch, noise_update):
     kwargs = {

@@ -2,6 +2,7 @@
 
 import contextlib
 import math
+import mmap
 import re
 import sys
 import warnings
@@ -164,6 +165,16 @@ def most_similar_components(components, n_top=_N_TOP_COLUMNS):
     return float(similarity[i, j]), int(i), int(j), int(shared)
 
 
+
+def _backed_by_file(X):
+    """Whether ``X`` is a memory map or a view of one (validation turns a
+    ``numpy.memmap`` into a plain ndarray that still reads the file)."""
+    while isinstance(X, np.ndarray):
+        if isinstance(X, np.memmap):
+            return True
+        X = X.base
+    return isinstance(X, mmap.mmap)
+
 class PrivatePoissonMF(
     ClassNamePrefixFeaturesOutMixin, TransformerMixin, LocalPrivacyEstimator
 ):
@@ -188,8 +199,10 @@ class PrivatePoissonMF(
     The model is theta_dk ~ Gamma(a, b), phi_kv ~ Gamma(c, d), y_dv ~
     Poisson(sum_k theta_dk phi_kv), and with ``epsilon`` set the observed
     noisy count is y_dv + tau_dv, the true count being latent (Schein et al.
-    2019). ``solver="cavi"`` is the Bessel-mode variational algorithm of
-    Schofield et al.; ``solver="mcmc"`` is the Gibbs sampler of Schein et al.
+    2019). ``solver="cavi"`` is coordinate-ascent variational inference: by
+    default (``noise_update="marginal"``) with the noise integrated out of
+    each entry exactly, or with the Bessel updates of Schofield et al.;
+    ``solver="mcmc"`` is the Gibbs sampler of Schein et al.
 
     Read more in :ref:`Privacy guarantees <privacy-local>`.
 
@@ -237,7 +250,7 @@ class PrivatePoissonMF(
         rows, for the sampler (whose shapes start at 0.1 and are drawn with
         ``sample_prior_shapes``; the CAVI fit it starts from with
         ``chain_start="cavi"`` runs the search), with ``empirical_bayes``, and
-        for Dask and memory-mapped input. ``prior_shape_search_`` reports it
+        for Dask input and for memory-mapped noisy counts (``privatize=False``). ``prior_shape_search_`` reports it
         (None for the sampler).
     factor_prior_rate : float or "auto", default="auto"
         Rate b of the gamma prior of the row factors theta. "auto" sets the
@@ -968,7 +981,7 @@ class PrivatePoissonMF(
             pairs = [(factor, value) for value in _COMPONENT_SHAPES]
         n_rows = X.shape[0]
         if (self.solver != "cavi" or self.empirical_bayes or n_rows < _SHAPE_SEARCH_MIN_ROWS
-                or isinstance(X, (DaskRowBlocks, np.memmap))):
+                or isinstance(X, DaskRowBlocks) or _backed_by_file(X)):
             return pairs[:1]
         n_validation = max(2, round(_SHAPE_VALIDATION_SHARE * n_rows))
         order = rng.permutation(n_rows)
