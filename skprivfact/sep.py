@@ -901,8 +901,7 @@ class DPSEPRegressor(
         ``max_iter="auto"``): the start's weight in the factor,
         ``exp(-damping * max_iter)``, falls to 2%, and the factor the sites
         are computed at averages the noise of about ``max_iter / 4`` passes'
-        releases, which gave lower test errors than larger dampings on the
-        UCI benchmarks. Without noise it is 1 for ``"linear"`` (plain SEP,
+        releases. Without noise it is 1 for ``"linear"`` (plain SEP,
         exact in one full-batch update) and ``min(1, 16 / batch_size)`` for
         ``"mlp"``: the
         rows of a batch all update from the same cavity, and beyond about 16
