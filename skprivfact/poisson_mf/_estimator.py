@@ -250,8 +250,9 @@ class PrivatePoissonMF(
         rows, for the sampler (whose shapes start at 0.1 and are drawn with
         ``sample_prior_shapes``; the CAVI fit it starts from with
         ``chain_start="cavi"`` runs the search), with ``empirical_bayes``, and
-        for Dask input and for memory-mapped noisy counts (``privatize=False``). ``prior_shape_search_`` reports it
-        (None for the sampler).
+        for Dask input and for memory-mapped noisy counts
+        (``privatize=False``). ``prior_shape_search_`` reports it (None for
+        the sampler).
     factor_prior_rate : float or "auto", default="auto"
         Rate b of the gamma prior of the row factors theta. "auto" sets the
         prior's scale from the data: the prior mean of every rate,
