@@ -18,16 +18,19 @@
    (3087 / 343 documents), K = 10, batch 400, 2 passes: document-only
    held-out perplexity of the non-private DPLDA against scikit-learn's online
    LDA with the same settings, four seeds, ratio of the means.
-5. ``floor``: the same splits, epsilon in {1, 2, 4}: DPLDA (K = 10 unless a
-   setting says otherwise; its
+5. ``floor``: the same splits, epsilon in {1, 2, 4}: DPLDA (K = 10; its
    default ``floor_negatives="pooled"`` releases the documents' counts as one
-   more row, ``"per_iteration"``, VIPS, does not) against
+   more row, ``"per_iteration"``, VIPS, does not; its defaults release the
+   word totals first and fit the topics over the 1000 most frequent words;
+   and the setting the ``validation`` section chooses) against
    the private unigram floor, a model without topics spending the same
-   budget through the same engine and accountant (DPLDA also with
-   ``n_topic_words``: the word totals released first, topics over the most
-   frequent words): one released word-count
+   budget through the same engine and accountant: one released word-count
    vector, ``DPLDA(n_components=1, batch_size=None, max_iter=1)``, scored by
-   the same document-only perplexity; and a plug-in private unigram (rows
+   the same document-only perplexity; a unigram from the same Poisson
+   batches as the chosen setting (batches of 2000, two passes, the clipped
+   counts of each batch released and their plain mean denoised as the
+   floor's), which shows that the floor's single release is not the weaker
+   way to spend the budget on the totals; and a plug-in private unigram (rows
    clipped to L2 norm 2, one release, negatives set to 0, add-5 smoothing,
    exact held-out likelihood). The floor is also scored as K identical
    topics: the same word distribution, charged the topic proportions' KL
@@ -42,7 +45,14 @@
    floor's median; the likelihood as each fit's ratio to the floor's median
    (also of 9 fits), with their median, range and the number of fits at or
    below the floor.
-6. ``ceiling``: the same splits and epsilons: how far below the floor a
+6. ``validation``: the settings of ``floor``'s last row, chosen without the
+   test split: 10% of the training documents (seed 1) are held out, and
+   ``counts_weight`` in {1, 4, 8, 16} with batches of 1000 or 2000 and two
+   passes (K = 10, topics over every word) is fitted 7 times on the rest at
+   epsilon 1, 2 and 4 on both corpora and scored by the held-out likelihood
+   against the floor's (median of 7 fits); the setting of lowest mean ratio
+   over the six cells is chosen.
+7. ``ceiling``: the same splits and epsilons: how far below the floor a
    model that splits the budget as DPLDA does could get if its topics cost
    nothing. Each word's shares among the topics are those of the
    non-private fit (K = 10, batch 400, 2 passes), exact; the word totals are
@@ -55,11 +65,11 @@
    model (the counts' row), so this is a reference for it, not a bound.
 
     python benchmarks/bench_lda.py [kos] [synthetic] [kos_curve] [speed]
-        [agreement] [floor] [ceiling]
+        [agreement] [floor] [validation] [ceiling]
 
 With no section named, ``kos``, ``speed``, ``synthetic`` and ``kos_curve``
-run (``kos_curve`` is section 2's curve on KOS); ``agreement``, ``floor``
-and ``ceiling`` run only when named.
+run (``kos_curve`` is section 2's curve on KOS); ``agreement``, ``floor``,
+``validation`` and ``ceiling`` run only when named.
 """
 
 import statistics
@@ -84,7 +94,12 @@ from scipy.optimize import linear_sum_assignment
 from sklearn.decomposition import LatentDirichletAllocation
 from threadpoolctl import threadpool_limits
 
-from skprivfact.lda import DPLDA, _dirichlet_expectation_2d
+from skprivfact.lda import (
+    DPLDA,
+    _deconvolved_totals,
+    _dirichlet_expectation_2d,
+    _resample_documents,
+)
 from skprivfact.privacy import PrivacyEngine, plan_privacy
 
 INF = float("inf")
@@ -445,6 +460,46 @@ def unigram_floor(train, epsilon, delta=1e-5):
     ).fit(train)
 
 
+def subsampled_unigram(train, epsilon, batch_size=2000, passes=2, delta=1e-5):
+    """A private unigram from Poisson-subsampled releases of the clipped counts.
+
+    DPLDA's resampling and clipping (its default ``doc_length`` and
+    ``clip_norm``) on each Poisson batch of expected size ``batch_size``, for
+    ``passes`` passes; each batch's sum is released through a PrivacyEngine
+    planned for all of them, the releases' plain mean is denoised as the
+    floor's one release is, and the result is a one-topic DPLDA to score.
+    """
+    template = DPLDA(1)
+    doc_length = template.doc_length
+    clip = 0.1 * doc_length
+    n_documents = train.shape[0]
+    rate = min(1.0, batch_size / n_documents)
+    n_releases = max(1, round(passes / rate))
+    engine = PrivacyEngine(
+        plan_privacy(epsilon, delta, sample_rate=rate, n_releases=n_releases)
+    )
+    mean = np.zeros(train.shape[1])
+    for release in range(n_releases):
+        batch = train[engine.sample(n_documents, rate)]
+        batch = _resample_documents(batch, doc_length, engine.generator())
+        norms = np.sqrt(np.asarray(batch.multiply(batch).sum(axis=1)).ravel())
+        scale = 1.0 / np.maximum(1.0, norms / clip)
+        counts = np.asarray(batch.multiply(scale[:, np.newaxis]).sum(axis=0)).ravel()
+        expected = rate * n_documents
+        (released,) = engine.release([counts / expected], [clip / expected])
+        mean += (n_documents * released - mean) / (release + 1)
+    (noise_std,) = engine.noise_scales([clip / (rate * n_documents)])
+    totals = _deconvolved_totals(mean, noise_std * n_documents / np.sqrt(n_releases))
+    unigram = DPLDA(1, epsilon=INF, batch_size=1)
+    unigram.n_features_in_ = train.shape[1]
+    unigram.doc_topic_prior_ = unigram.topic_word_prior_ = 1.0
+    unigram.components_ = (1.0 + totals)[np.newaxis, :]
+    unigram.exp_dirichlet_component_ = np.exp(
+        _dirichlet_expectation_2d(unigram.components_)
+    )
+    return unigram
+
+
 def as_topic_copies(unigram, n_topics):
     """The unigram floor as an LDA of ``n_topics`` identical topics.
 
@@ -472,18 +527,11 @@ def floor(epsilons=(1.0, 2.0, 4.0), repeats=9):
         # the defaults: the word totals released first, topics over the 1000
         # most frequent words
         {},
-        # Settings chosen on validation documents (training documents held
-        # out, never the test split), the word totals denoised by empirical
-        # Bayes at the end of the fit. KOS: five topics at epsilon 1 and 2,
-        # ten at 4; SOTU: topics over very few words, most of the budget for
-        # the totals (the fit is nearly the unigram).
-        {"n_components": 5, "batch_size": 400, "max_iter": 2, "n_topic_words": 200,
-         "totals_share": 0.85},
-        {"n_components": 5, "batch_size": 400, "max_iter": 2, "n_topic_words": 1000,
-         "totals_share": 0.5},
-        {"batch_size": 400, "max_iter": 2, "n_topic_words": 200, "totals_share": 0.7},
-        {"n_components": 3, "n_topic_words": 50, "totals_share": 0.95},
-        {"n_topic_words": 50, "totals_share": 0.95},
+        # The setting the validation section chooses (training documents
+        # held out, never the test split), one for both corpora and every
+        # epsilon: topics over every word, the counts' row taking most of
+        # each release's norm.
+        VALIDATION_CHOICE,
     ]
     for name, train, test in real_corpora():
         print(
@@ -516,6 +564,10 @@ def floor(epsilons=(1.0, 2.0, 4.0), repeats=9):
                 plug_in = [
                     plug_in_unigram(train, test, epsilon) for _ in range(repeats)
                 ]
+                subsampled = statistics.median(
+                    likelihood_perplexity(subsampled_unigram(train, epsilon), test)
+                    for _ in range(repeats)
+                )
                 unigram = statistics.median(floor_values)
                 unigram_likelihood = statistics.median(
                     likelihood_perplexity(u, test) for u in unigrams
@@ -525,7 +577,9 @@ def floor(epsilons=(1.0, 2.0, 4.0), repeats=9):
                     f"(likelihood {unigram_likelihood:.1f}), "
                     f"as {n_topics} identical topics "
                     f"{statistics.median(copies_values):.1f}, "
-                    f"plug-in unigram {statistics.median(plug_in):.1f}"
+                    f"plug-in unigram {statistics.median(plug_in):.1f}; "
+                    f"unigram from subsampled releases: likelihood {subsampled:.1f} "
+                    f"(ratio to the floor {subsampled / unigram_likelihood:.3f})"
                 )
                 for params in settings:
                     models = [
@@ -546,6 +600,59 @@ def floor(epsilons=(1.0, 2.0, 4.0), repeats=9):
                         "at or below",
                         flush=True,
                     )
+
+
+VALIDATION_CHOICE = {"counts_weight": 8.0, "n_topic_words": None, "batch_size": 2000,
+                     "max_iter": 2}
+VALIDATION_GRID = [
+    {"counts_weight": weight, "n_topic_words": None, "batch_size": batch_size,
+     "max_iter": 2}
+    for weight in (1.0, 4.0, 8.0, 16.0)
+    for batch_size in (1000, 2000)
+]
+
+
+def validation(epsilons=(1.0, 2.0, 4.0), repeats=7, n_topics=10):
+    ratios = {}
+    for name, train, _ in real_corpora():
+        fit_docs, held_out = split_documents(train, test_fraction=0.1, seed=1)
+        print(
+            f"\n== {name} validation: {fit_docs.shape[0]} / {held_out.shape[0]} "
+            f"training documents, K={n_topics}, held-out likelihood over the "
+            f"floor's, median of {repeats} fits =="
+        )
+        print(
+            "settings, in order: "
+            + "; ".join(
+                f"weight {p['counts_weight']:g}, batch {p['batch_size']}"
+                for p in VALIDATION_GRID
+            )
+        )
+        with threadpool_limits(1):
+            for epsilon in epsilons:
+                floor_value = statistics.median(
+                    likelihood_perplexity(unigram_floor(fit_docs, epsilon), held_out)
+                    for _ in range(repeats)
+                )
+                cells = []
+                for index, params in enumerate(VALIDATION_GRID):
+                    value = statistics.median(
+                        likelihood_perplexity(
+                            DPLDA(n_topics, epsilon=epsilon, **params).fit(fit_docs),
+                            held_out,
+                        )
+                        for _ in range(repeats)
+                    )
+                    ratios.setdefault(index, []).append(value / floor_value)
+                    cells.append(f"{value / floor_value:.3f}")
+                print(f"epsilon {epsilon}: " + ", ".join(cells), flush=True)
+    if not ratios:
+        return
+    print("\nsettings (mean ratio over the cells):")
+    for index, params in enumerate(VALIDATION_GRID):
+        print(f"  {params}: {np.mean(ratios[index]):.4f}")
+    best = min(ratios, key=lambda index: np.mean(ratios[index]))
+    print(f"chosen: {VALIDATION_GRID[best]}")
 
 
 def exact_share_topics(reference, totals):
@@ -625,6 +732,7 @@ if __name__ == "__main__":
             "speed": speed,
             "agreement": agreement,
             "floor": floor,
+            "validation": validation,
             "ceiling": ceiling,
         },
         __doc__,

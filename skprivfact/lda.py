@@ -48,10 +48,6 @@ _DECONVOLUTION_ITERATIONS = 200
 # on validation documents of SOTU and KOS at epsilon 1, 2 and 4, 1000 was
 # best or within the run-to-run spread of the best of 1000 to 3000.
 _AUTO_TOPIC_WORDS = 1000
-# Weight of the counts' row released with the topics (floor_negatives="pooled",
-# K > 1): 1 makes it the sum of the topics' rows, the word totals themselves,
-# with no tuning on any corpus.
-_UNIGRAM_WEIGHT = 1.0
 # Tokens of a batch beyond which resampling counts each document on its own
 # (int64 cumulative counts; the float sum deciding it errs far below 2x).
 _MAX_BATCH_TOKENS = 2.0**62
@@ -403,7 +399,7 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
     exactly ``doc_length`` tokens; its expected sufficient statistic (a
     topic-by-word matrix of expected counts; with noise, the default
     ``floor_negatives="pooled"`` and more than one topic, one more row holds
-    the document's resampled word counts, the sum of the topics' rows) is
+    the document's resampled word counts times ``counts_weight``) is
     clipped, as a whole, to Frobenius norm ``clip_norm``; the clipped
     statistics are summed, divided by the expected batch size ``q *
     n_documents = batch_size`` (a constant, so the sensitivity is
@@ -463,8 +459,8 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         but the statistic's norm grows with it.
     clip_norm : float, default=None
         Bound on the Frobenius norm of each document's sufficient statistic
-        (whose topic rows sum to ``doc_length``; with the counts' row of
-        ``floor_negatives="pooled"`` the entries sum to twice that),
+        (whose topic rows sum to ``doc_length``; the counts' row of
+        ``floor_negatives="pooled"`` adds ``counts_weight`` times that),
         positive. None means
         ``0.1 * doc_length``, the setting of Park et al. (2020). Unused when
         not private.
@@ -513,9 +509,10 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         denoised by empirical Bayes at its end, and the topics share it in
         proportion to their own entries floored at zero plus ``s`` (see
         Notes). With noise and more than one topic, every release also
-        carries the documents' word counts (one more row, clipped with the
-        topics), whose mean over all the releases gives the word totals far
-        less noise than the sum of the K noisy topic rows.
+        carries the documents' word counts (one more row, weighted by
+        ``counts_weight`` and clipped with the topics), whose mean over all
+        the releases gives the word totals far less noise than the sum of the
+        K noisy topic rows.
         "per_iteration" (VIPS): each released statistic is floored at zero
         before the step of the topic update. Zero-mean noise on the many
         near-zero entries then leaves a positive bias of about 0.4 noise
@@ -524,6 +521,22 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         the topics are that average floored at ``topic_word_prior`` (a
         posterior Dirichlet parameter is at least the prior); the noise
         averages out before the floor, so less mass lands on absent words.
+    counts_weight : float, default=1.0
+        Weight, in [0, 1e6], of the counts' row (``floor_negatives="pooled"``, with
+        noise and more than one topic): each document's statistic holds its
+        resampled counts times ``counts_weight`` beside its topic rows, and
+        the whole is clipped to ``clip_norm``, so the guarantee does not
+        depend on it. It shares each release's norm between the word totals
+        and the topics: the larger it is, the closer the totals come to
+        those of a model without topics spending the whole budget on them,
+        and the noisier the topics (their rows carry ``counts_weight`` times
+        less signal than the counts' row against the same noise). 0 releases
+        no counts' row: the totals are then the sum of the topics' rows. 1
+        suits corpora whose topics are strong (long documents, many of
+        them); where a model without topics is hard to beat (short
+        documents, a few thousand of them), the totals matter most and a
+        weight of 4 to 8 does better. Choose it on validation documents
+        against ``n_components=1`` (see Notes).
     n_topic_words : int, "auto" or None, default="auto"
         The number of words the topics model: None models every word. An int
         (smaller than the vocabulary) first releases the word totals, then
@@ -705,11 +718,16 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
     topics' shares. The sum of the K topic rows, ``sum_k A_kw``, carries K
     times the noise variance of a single row, and the decaying step
     ``rho_t`` keeps only the last few releases. So with noise and more than
-    one topic each release has one more row, the document's counts (the sum of its
-    topic rows), clipped jointly with them: the clipping bound and the
-    noise per entry are unchanged, the accountant takes the same single step,
-    and the topics' rows lose only the part of the norm that the counts' row
-    takes from documents whose statistic is clipped. Every release of that
+    one topic each release has one more row, the document's counts times
+    ``counts_weight`` (``u``; at 1, the sum of its topic rows), clipped
+    jointly with them: the clipping bound and the noise per entry are
+    unchanged and the accountant takes the same single step. A document's
+    topic rows have norm at most that of its counts (each count is split
+    among the topics), so with a large ``u`` the counts' row holds nearly
+    all of a clipped document's norm: the row over ``u`` then estimates the
+    word totals about as well as the same releases would without topics,
+    while the topics' rows carry ``u`` times less signal against the same
+    noise. Every release of that
     row estimates the same clipped word totals (up to the clipping of each
     document, which depends on the topics only through the norm of its
     topic rows), so ``T_w`` is their plain mean over all releases (noise
@@ -732,9 +750,12 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
     the unigram spends the whole budget on one full-batch release of the
     word totals, while the topic model clips the totals jointly with the
     topics' rows and adds the noise of the topics' shares. On short
-    documents what the topics gain does not repay that; a user who needs
-    only word frequencies should then fit the unigram
-    (``benchmarks/bench_lda.py floor`` compares the two). A large
+    documents what the topics gain does not repay that unless the totals
+    take most of each release (a large ``counts_weight``), and a user who
+    needs only word frequencies should fit the unigram
+    (``benchmarks/bench_lda.py floor`` compares the two, and
+    ``benchmarks/bench_lda.py validation`` chooses ``counts_weight`` on
+    validation documents). A large
     ``doc_topic_prior`` (tens to hundreds) gives every document nearly the
     same topic proportions: the model then tends to a unigram built from the
     noisier totals of many releases, close to the floor but not below it;
@@ -805,6 +826,9 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         "doc_topic_prior": [None, Interval(Real, 0, None, closed="neither")],
         "topic_word_prior": [None, Interval(Real, 0, None, closed="neither")],
         "floor_negatives": [StrOptions({"pooled", "per_iteration", "running_average"})],
+        # Bounded so that the weighted counts and their noise variance stay
+        # far inside float64 whatever the documents.
+        "counts_weight": [Interval(Real, 0, 1e6, closed="both")],
         "n_topic_words": [
             None, StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")
         ],
@@ -834,6 +858,7 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         doc_topic_prior=None,
         topic_word_prior=None,
         floor_negatives="pooled",
+        counts_weight=1.0,
         n_topic_words="auto",
         totals_share=0.5,
         learning_decay=0.7,
@@ -860,6 +885,7 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         self.doc_topic_prior = doc_topic_prior
         self.topic_word_prior = topic_word_prior
         self.floor_negatives = floor_negatives
+        self.counts_weight = counts_weight
         self.n_topic_words = n_topic_words
         self.totals_share = totals_share
         self.learning_decay = learning_decay
@@ -1215,7 +1241,7 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
             # Without noise, or with one topic, the topics' rows already
             # hold exact totals.
             return 0.0
-        return _UNIGRAM_WEIGHT
+        return float(self.counts_weight)
 
     def _make_pass_progress(self):
         """Progress per pass, in the shared format, naming the perplexity."""

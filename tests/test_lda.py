@@ -32,11 +32,21 @@ def _exact_norm_at_most(values, max_norm):
     return sum(Fraction(float(v)) ** 2 for v in values) <= Fraction(max_norm) ** 2
 
 
-def make_lda_corpus(n_documents, n_words, n_topics, mean_length=60, seed=0):
+def make_lda_corpus(
+    n_documents,
+    n_words,
+    n_topics,
+    mean_length=60,
+    seed=0,
+    topic_word_concentration=0.1,
+    doc_topic_concentration=0.2,
+):
     """Documents drawn from LDA (no empty row) and the true topics."""
     rng = np.random.RandomState(seed)
-    topics = rng.dirichlet(np.full(n_words, 0.1), size=n_topics)
-    proportions = rng.dirichlet(np.full(n_topics, 0.2), size=n_documents)
+    topics = rng.dirichlet(np.full(n_words, topic_word_concentration), size=n_topics)
+    proportions = rng.dirichlet(
+        np.full(n_topics, doc_topic_concentration), size=n_documents
+    )
     lengths = np.maximum(rng.poisson(mean_length, size=n_documents), 1)
     probabilities = proportions @ topics
     probabilities /= probabilities.sum(axis=1, keepdims=True)
@@ -159,15 +169,17 @@ def test_clipped_contribution_never_exceeds_clip_norm(clip_norm):
     )
 
 
+@pytest.mark.parametrize("weight", [1.0, 8.0])
 @pytest.mark.parametrize("clip_norm", [0.5, 10.0, INF])
-def test_counts_row_is_clipped_jointly_with_the_topics(clip_norm):
+def test_counts_row_is_clipped_jointly_with_the_topics(clip_norm, weight):
     doc_length, n_words, n_topics = 50, 12, 3
     X = adversarial_documents(n_words, doc_length)
     exp_topic_word = random_topics(n_topics, n_words, seed=4)
     for d in range(X.shape[0]):
         doc = X[[d]]
         _, with_counts, _ = lda._e_step(
-            doc, exp_topic_word, 0.2, 100, 1e-3, clip_norm, True, 1, unigram_weight=1.0
+            doc, exp_topic_word, 0.2, 100, 1e-3, clip_norm, True, 1,
+            unigram_weight=weight,
         )
         _, topics_only, _ = run_e_step(doc, exp_topic_word, INF)
         assert with_counts.shape == (n_topics + 1, n_words)
@@ -175,11 +187,13 @@ def test_counts_row_is_clipped_jointly_with_the_topics(clip_norm):
         if clip_norm < INF:
             assert _exact_norm_at_most(with_counts.ravel(), clip_norm), d
         # Both parts scaled by the same factor: the counts' row stays the
-        # sum of the topics' rows, the document's counts times that factor.
+        # weight times the sum of the topics' rows, the document's weighted
+        # counts times that factor.
         np.testing.assert_allclose(
-            with_counts[-1], with_counts[:-1].sum(axis=0), rtol=1e-12, atol=1e-300
+            with_counts[-1], weight * with_counts[:-1].sum(axis=0), rtol=1e-12,
+            atol=1e-300,
         )
-        raw = np.vstack([topics_only, doc.toarray()])
+        raw = np.vstack([topics_only, weight * doc.toarray()])
         scale = min(1.0, clip_norm / np.linalg.norm(raw)) if raw.any() else 1.0
         np.testing.assert_allclose(with_counts, scale * raw, rtol=1e-9, atol=1e-300)
 
@@ -638,14 +652,14 @@ def test_private_fit_recovers_topics(floor_negatives):
     assert mean_topic_distance(private.components_, topics) < 0.08
 
 
-def test_released_word_totals_take_the_private_fit_below_the_unigram_floor(
-    monkeypatch,
-):
+def test_released_word_totals_take_the_private_fit_below_the_unigram_floor():
     # Long documents over a large vocabulary at epsilon = 1: the word totals
     # summed over K noisy topic rows are far noisier than those of a private
     # unigram (n_components=1) spending the same budget on one release, and
     # the topics then do not reliably beat that unigram on held-out words.
     # The counts' row released with the topics gives back precise totals.
+    # Its weight shares each release's norm: these topics are strong, and a
+    # weight of 8 leaves them too little of it.
     X, _ = make_lda_corpus(3500, 1000, 5, mean_length=100, seed=0)
     train, test = X[:3000], X[3000:]
 
@@ -667,10 +681,39 @@ def test_released_word_totals_take_the_private_fit_below_the_unigram_floor(
 
     floor = held_out(1, batch_size=None, max_iter=1)
     topics = held_out(5, batch_size=300, max_iter=2)
-    monkeypatch.setattr(lda, "_UNIGRAM_WEIGHT", 0.0)
-    without_counts = held_out(5, batch_size=300, max_iter=2)
+    without_counts = held_out(5, batch_size=300, max_iter=2, counts_weight=0.0)
+    heavy_counts = held_out(5, batch_size=300, max_iter=2, counts_weight=8.0)
     assert np.all(topics < floor)
     assert np.all(topics < without_counts)
+    assert topics.max() < heavy_counts.min()
+
+
+def test_short_documents_need_a_heavy_counts_row():
+    # Paragraph-length documents of weak topics at epsilon = 1: the word
+    # totals set the held-out likelihood, and a counts' row of weight 8 keeps
+    # them nearly as precise as the unigram's, which weight 1 does not.
+    X, _ = make_lda_corpus(
+        4400, 2000, 10, topic_word_concentration=0.2, doc_topic_concentration=1.0,
+        mean_length=20, seed=0,
+    )
+    train, test = X[:4000], X[4000:]
+
+    def held_out(counts_weight):
+        return np.array(
+            [
+                DPLDA(
+                    10, epsilon=1.0, counts_weight=counts_weight, n_topic_words=None,
+                    batch_size=2000, max_iter=2, random_state=seed,
+                )
+                .fit(train)
+                .perplexity(test, method="importance", random_state=0)
+                for seed in range(5)
+            ]
+        )
+
+    # Means of 5 fits each (fresh noise every fit): about 1850 and 1880, the
+    # means' spread about 4.
+    assert held_out(8.0).mean() < held_out(1.0).mean() - 10.0
 
 
 def test_n_jobs_does_not_change_the_fit(corpus):

@@ -533,6 +533,8 @@ def test_empirical_audit_stays_below_the_claim(name, monkeypatch):
         # DPLDA's preliminary release of n_topic_words alone, with its own
         # noise (a share of the budget).
         ("DPLDA", {"n_topic_words": 4, "totals_share": 0.5}, None),
+        # DPLDA's counts' row at weight 8, clipped with the topics' rows.
+        ("DPLDA", {"counts_weight": 8.0}, False),
         # DPSEPRegressor(mean_update="adam"): one full-batch update (no
         # warm-up), the rows' [precision site, gradient] clipped to clip_norm.
         (
@@ -541,7 +543,7 @@ def test_empirical_audit_stays_below_the_claim(name, monkeypatch):
             False,
         ),
     ],
-    ids=["dplda-word-totals", "dpsep-adam-gradients"],
+    ids=["dplda-word-totals", "dplda-counts-weight", "dpsep-adam-gradients"],
 )
 @pytest.mark.parametrize("broken", [False, True])
 def test_empirical_audit_of_a_planned_release(name, params, preliminary, broken, monkeypatch):
@@ -917,6 +919,7 @@ _VARIANTS = [(name, {}) for name in DP_ESTIMATORS] + [
     ("DPLDA", {"learning_method": "batch", "doc_length": 5}),
     ("DPLDA", {"noise_multiplier": 2.0, "epsilon": float("inf"), "batch_size": 10}),
     ("DPLDA", {"n_topic_words": 4, "batch_size": 10}),
+    ("DPLDA", {"counts_weight": 8.0, "batch_size": 10}),
     ("DPBayesLogReg", {"fit_intercept": True, "batch_size": 10}),
     ("DPSEPGaussianMixture", {"batch_size": "auto"}),
     ("DPSEPGaussianMixture", {"batch_size": 7}),
