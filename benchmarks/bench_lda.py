@@ -27,10 +27,11 @@
    budget through the same engine and accountant: one released word-count
    vector, ``DPLDA(n_components=1, batch_size=None, max_iter=1)``, scored by
    the same document-only perplexity; a unigram from the same Poisson
-   batches as the chosen setting (batches of 2000, two passes, the clipped
+   batches as the chosen setting (its batch size and passes, the clipped
    counts of each batch released and their plain mean denoised as the
-   floor's), which shows that the floor's single release is not the weaker
-   way to spend the budget on the totals; and a plug-in private unigram (rows
+   floor's), to check that the floor's single release is not a weaker way to
+   spend the budget on the totals than the chosen setting's batches; and a
+   plug-in private unigram (rows
    clipped to L2 norm 2, one release, negatives set to 0, add-5 smoothing,
    exact held-out likelihood). The floor is also scored as K identical
    topics: the same word distribution, charged the topic proportions' KL
@@ -95,6 +96,7 @@ from sklearn.decomposition import LatentDirichletAllocation
 from threadpoolctl import threadpool_limits
 
 from skprivfact.lda import (
+    DEFAULT_CLIP_FRACTION,
     DPLDA,
     _deconvolved_totals,
     _dirichlet_expectation_2d,
@@ -460,21 +462,24 @@ def unigram_floor(train, epsilon, delta=1e-5):
     ).fit(train)
 
 
-def subsampled_unigram(train, epsilon, batch_size=2000, passes=2, delta=1e-5):
+def subsampled_unigram(train, epsilon, batch_size, passes, delta=1e-5):
     """A private unigram from Poisson-subsampled releases of the clipped counts.
 
     DPLDA's resampling and clipping (its default ``doc_length`` and
-    ``clip_norm``) on each Poisson batch of expected size ``batch_size``, for
-    ``passes`` passes; each batch's sum is released through a PrivacyEngine
-    planned for all of them, the releases' plain mean is denoised as the
-    floor's one release is, and the result is a one-topic DPLDA to score.
+    ``clip_norm``) on each Poisson batch of expected size ``batch_size``, as
+    many releases as DPLDA plans for ``passes`` passes; each batch's sum is
+    released through a PrivacyEngine planned for all of them, the releases'
+    plain mean is denoised by the floor's empirical Bayes step, and the
+    result, with one pseudo-count per word (the floor's single online step
+    keeps about ten, from its prior and its random start), is a one-topic
+    DPLDA to score.
     """
     template = DPLDA(1)
     doc_length = template.doc_length
-    clip = 0.1 * doc_length
+    clip = DEFAULT_CLIP_FRACTION * doc_length
     n_documents = train.shape[0]
     rate = min(1.0, batch_size / n_documents)
-    n_releases = max(1, round(passes / rate))
+    n_releases = passes * DPLDA._releases_per_pass(rate)
     engine = PrivacyEngine(
         plan_privacy(epsilon, delta, sample_rate=rate, n_releases=n_releases)
     )
@@ -565,7 +570,15 @@ def floor(epsilons=(1.0, 2.0, 4.0), repeats=9):
                     plug_in_unigram(train, test, epsilon) for _ in range(repeats)
                 ]
                 subsampled = statistics.median(
-                    likelihood_perplexity(subsampled_unigram(train, epsilon), test)
+                    likelihood_perplexity(
+                        subsampled_unigram(
+                            train,
+                            epsilon,
+                            VALIDATION_CHOICE["batch_size"],
+                            VALIDATION_CHOICE["max_iter"],
+                        ),
+                        test,
+                    )
                     for _ in range(repeats)
                 )
                 unigram = statistics.median(floor_values)

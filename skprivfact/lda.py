@@ -11,7 +11,7 @@ from joblib import effective_n_jobs
 from scipy.special import gammaln, logsumexp, psi
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin, _fit_context
 from sklearn.utils import check_random_state, gen_batches, gen_even_slices
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import Interval, Options, StrOptions
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import _num_samples, check_is_fitted
 
@@ -398,8 +398,9 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
     n_documents``; each document of the batch is resampled with replacement to
     exactly ``doc_length`` tokens; its expected sufficient statistic (a
     topic-by-word matrix of expected counts; with noise, the default
-    ``floor_negatives="pooled"`` and more than one topic, one more row holds
-    the document's resampled word counts times ``counts_weight``) is
+    ``floor_negatives="pooled"``, more than one topic and a positive
+    ``counts_weight``, one more row holds the document's resampled word
+    counts times ``counts_weight``) is
     clipped, as a whole, to Frobenius norm ``clip_norm``; the clipped
     statistics are summed, divided by the expected batch size ``q *
     n_documents = batch_size`` (a constant, so the sensitivity is
@@ -503,16 +504,18 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
             default="pooled"
         How the noisy statistics become topics (all are post-processing of
         the released statistics and cost no privacy).
-        "pooled": the step averages the raw noisy statistics (unbiased, of
-        known noise std ``s`` per entry); each word's total is floored at
+        "pooled": the step averages the raw noisy statistics (zero-mean
+        noise of known std ``s`` per entry, beside what remains of the random
+        start); each word's total is floored at
         zero once and smoothed by half its own noise std during the fit, and
         denoised by empirical Bayes at its end, and the topics share it in
         proportion to their own entries floored at zero plus ``s`` (see
-        Notes). With noise and more than one topic, every release also
-        carries the documents' word counts (one more row, weighted by
-        ``counts_weight`` and clipped with the topics), whose mean over all
-        the releases gives the word totals far less noise than the sum of the
-        K noisy topic rows.
+        Notes). With noise, more than one topic and a positive
+        ``counts_weight``, every release also carries the documents' word
+        counts (one more row, weighted by ``counts_weight`` and clipped with
+        the topics), whose mean over all the releases gives the word totals
+        far less noise than the sum of the K noisy topic rows (for weights of
+        about 1 or more).
         "per_iteration" (VIPS): each released statistic is floored at zero
         before the step of the topic update. Zero-mean noise on the many
         near-zero entries then leaves a positive bias of about 0.4 noise
@@ -522,21 +525,23 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         posterior Dirichlet parameter is at least the prior); the noise
         averages out before the floor, so less mass lands on absent words.
     counts_weight : float, default=1.0
-        Weight, in [0, 1e6], of the counts' row (``floor_negatives="pooled"``, with
-        noise and more than one topic): each document's statistic holds its
-        resampled counts times ``counts_weight`` beside its topic rows, and
-        the whole is clipped to ``clip_norm``, so the guarantee does not
-        depend on it. It shares each release's norm between the word totals
-        and the topics: the larger it is, the closer the totals come to
-        those of a model without topics spending the whole budget on them,
-        and the noisier the topics (their rows carry ``counts_weight`` times
-        less signal than the counts' row against the same noise). 0 releases
-        no counts' row: the totals are then the sum of the topics' rows. 1
-        suits corpora whose topics are strong (long documents, many of
-        them); where a model without topics is hard to beat (short
-        documents, a few thousand of them), the totals matter most and a
-        weight of 4 to 8 does better. Choose it on validation documents
-        against ``n_components=1`` (see Notes).
+        Weight of the counts' row (``floor_negatives="pooled"``, with noise
+        and more than one topic): 0, or in [0.001, 1e6]. Each document's
+        statistic holds its resampled counts times ``counts_weight`` beside
+        its topic rows, and the whole is clipped to ``clip_norm``, so the
+        guarantee does not depend on it. It shares the norm of each clipped
+        statistic (most are clipped) between the word totals and the topics:
+        the larger it is, the closer the totals come to those of a model
+        without topics spending the whole budget on them, and the noisier
+        the topics (their rows carry ``counts_weight`` times less signal than
+        the counts' row against the same noise; a large weight also shrinks
+        the topics' parameters against ``topic_word_prior``). 0 releases no
+        counts' row: the totals are then the sum of the topics' rows. Where
+        the topics are strong the topics' share counts most, where a model
+        without topics is hard to beat (few, short documents) the totals':
+        choose it on validation documents against the private unigram floor
+        (``n_components=1``, ``batch_size=None``, ``max_iter=1``), as
+        ``benchmarks/bench_lda.py validation`` does (see Notes).
     n_topic_words : int, "auto" or None, default="auto"
         The number of words the topics model: None models every word. An int
         (smaller than the vocabulary) first releases the word totals, then
@@ -751,8 +756,9 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
     word totals, while the topic model clips the totals jointly with the
     topics' rows and adds the noise of the topics' shares. On short
     documents what the topics gain does not repay that unless the totals
-    take most of each release (a large ``counts_weight``), and a user who
-    needs only word frequencies should fit the unigram
+    take most of each release (a large ``counts_weight`` can bring the
+    model level with the unigram), and a user who needs only word
+    frequencies should fit the unigram
     (``benchmarks/bench_lda.py floor`` compares the two, and
     ``benchmarks/bench_lda.py validation`` chooses ``counts_weight`` on
     validation documents). A large
@@ -826,9 +832,10 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         "doc_topic_prior": [None, Interval(Real, 0, None, closed="neither")],
         "topic_word_prior": [None, Interval(Real, 0, None, closed="neither")],
         "floor_negatives": [StrOptions({"pooled", "per_iteration", "running_average"})],
-        # Bounded so that the weighted counts and their noise variance stay
-        # far inside float64 whatever the documents.
-        "counts_weight": [Interval(Real, 0, 1e6, closed="both")],
+        # 0 or bounded away from it and from overflow: the released row is
+        # divided by the weight and its noise variance by its square, which
+        # must stay far inside float64 whatever the documents.
+        "counts_weight": [Options(Real, {0}), Interval(Real, 1e-3, 1e6, closed="both")],
         "n_topic_words": [
             None, StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")
         ],
@@ -1147,7 +1154,8 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
             )
         if private and self.floor_negatives == "pooled":
             # Post-processing (see Notes): the running average of the raw
-            # releases, unbiased, with a known noise variance per entry; the
+            # releases (zero-mean noise of known variance per entry, and what
+            # remains of the random start); the
             # word totals pool the noise of the topics, the topics split them.
             (noise_std,) = self._engine.noise_scales([self.clip_norm_ / batch_scale])
             noise_std *= n_documents
