@@ -541,7 +541,10 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         without topics is hard to beat (few, short documents) the totals':
         choose it on validation documents against the private unigram floor
         (``n_components=1``, ``batch_size=None``, ``max_iter=1``), as
-        ``benchmarks/bench_lda.py validation`` does (see Notes).
+        ``benchmarks/bench_lda.py validation`` does, by the held-out
+        likelihood (``score(X, method="importance")``; in scikit-learn's
+        ``GridSearchCV``, through a ``scoring`` callable), by which a topic
+        model and a unigram compare (see Notes).
     n_topic_words : int, "auto" or None, default="auto"
         The number of words the topics model: None models every word. An int
         (smaller than the vocabulary) first releases the word totals, then
