@@ -433,6 +433,17 @@ def agreement(seeds=range(4)):
         )
 
 
+def clipped_count_sum(X, clip):
+    """The sum of the rows of the sparse counts ``X``, each scaled to L2 norm at most ``clip``.
+
+    Sparse, for whole corpora (``skprivfact.mechanisms.clip_rows`` takes dense
+    rows); the benchmark's unigrams only, not a release of the package.
+    """
+    norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
+    scale = 1.0 / np.maximum(1.0, norms / clip)
+    return np.asarray(X.multiply(scale[:, np.newaxis]).sum(axis=0)).ravel()
+
+
 def plug_in_unigram(train, test, epsilon, clip=2.0, smoothing=5.0, delta=1e-5):
     """Held-out perplexity of a private unigram: one release of the clipped counts.
 
@@ -443,9 +454,7 @@ def plug_in_unigram(train, test, epsilon, clip=2.0, smoothing=5.0, delta=1e-5):
     added to every word, and the exact likelihood of the held-out words is
     scored.
     """
-    norms = np.sqrt(np.asarray(train.multiply(train).sum(axis=1)).ravel())
-    scale = 1.0 / np.maximum(1.0, norms / clip)
-    counts = np.asarray(train.multiply(scale[:, np.newaxis]).sum(axis=0)).ravel()
+    counts = clipped_count_sum(train, clip)
     if epsilon != INF:
         plan = plan_privacy(epsilon, delta, sample_rate=1.0, n_releases=1)
         (counts,) = PrivacyEngine(plan).release([counts], [clip])
@@ -487,9 +496,7 @@ def subsampled_unigram(train, epsilon, batch_size, passes, delta=1e-5):
     for release in range(n_releases):
         batch = train[engine.sample(n_documents, rate)]
         batch = _resample_documents(batch, doc_length, engine.generator())
-        norms = np.sqrt(np.asarray(batch.multiply(batch).sum(axis=1)).ravel())
-        scale = 1.0 / np.maximum(1.0, norms / clip)
-        counts = np.asarray(batch.multiply(scale[:, np.newaxis]).sum(axis=0)).ravel()
+        counts = clipped_count_sum(batch, clip)
         expected = rate * n_documents
         (released,) = engine.release([counts / expected], [clip / expected])
         mean += (n_documents * released - mean) / (release + 1)

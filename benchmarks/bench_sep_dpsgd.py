@@ -135,18 +135,8 @@ SEP_GRIDS = {
             [1.0, 2.0], ["auto", 0.3], [64, "auto"]
         )
     ],
-    # Adam on the means from released gradients: step size and passes.
-    "adam": [
-        {
-            "accountant": "pld",
-            "mean_update": "adam",
-            "batch_size": 256,
-            "learning_rate": learning_rate,
-            "max_iter": passes,
-        }
-        for learning_rate, passes in itertools.product([0.01, 0.03, 0.1], [40, 100])
-    ],
-    # The same with batches of 256 or 1024: 12 settings, as many as DP-SGD's grid.
+    # Adam on the means from released gradients: batch size, step size and
+    # passes, 12 settings, as many as DP-SGD's grid.
     "adam-wide": [
         {
             "accountant": "pld",
@@ -160,6 +150,10 @@ SEP_GRIDS = {
         )
     ],
 }
+# Adam on the means from released gradients, batches of 256: step size and passes.
+SEP_GRIDS["adam"] = [
+    setting for setting in SEP_GRIDS["adam-wide"] if setting["batch_size"] == 256
+]
 
 
 DPSGD_GRID = [
@@ -544,7 +538,6 @@ def main(argv=None):
         for key, rows in saved["results"].items():
             if len(rows["sep"]) < args.n_splits:
                 parser.error(f"{path} has {len(rows['sep'])} splits of {key}")
-            name = key.rsplit("@", 1)[0]
             for method, allowed in (("sep", grid), ("dpsgd", DPSGD_GRID)):
                 settings = [row["setting"] for row in rows[method]]
                 if any(setting not in allowed for setting in settings):

@@ -165,7 +165,6 @@ def most_similar_components(components, n_top=_N_TOP_COLUMNS):
     return float(similarity[i, j]), int(i), int(j), int(shared)
 
 
-
 def _backed_by_file(X):
     """Whether ``X`` is a memory map or a view of one (validation turns a
     ``numpy.memmap`` into a plain ndarray that still reads the file)."""
@@ -174,6 +173,7 @@ def _backed_by_file(X):
             return True
         X = X.base
     return isinstance(X, mmap.mmap)
+
 
 class PrivatePoissonMF(
     ClassNamePrefixFeaturesOutMixin, TransformerMixin, LocalPrivacyEstimator
