@@ -15,7 +15,10 @@ function says what public hook of ``sep.py`` would replace it:
 - ``factor_noise_std`` as a public function (now ``sep._factor_noise_std``);
 - a start factor for the network, e.g. ``init="custom"`` with
   ``fit(X, y, init_factor=...)`` as NMF's ``W``/``H`` (now the class
-  attribute ``sep._NetworkModel.initial_factor`` is replaced for the block).
+  attribute ``sep._NetworkModel.initial_factor`` is replaced for the block);
+- the tuning constants behind the ``"auto"`` defaults of ``mean_update="adam"``
+  (now module constants of ``sep.py``, replaced for the block), so that the
+  validation runs that chose them can be repeated.
 """
 
 import contextlib
@@ -98,3 +101,31 @@ def network_start(factor):
         yield
     finally:
         _sep._NetworkModel.initial_factor = original
+
+
+# Module constants of sep.py that bench_sep_dpsgd.py's --explore-sep may set:
+# the ones whose values its comments justify by validation RMSE.
+# the ones whose values its comments justify by validation RMSE and that no
+# constructor argument reaches.
+TUNABLE_CONSTANTS = ("_ADAM_WARMUP_FRACTION", "_ADAM_PRECISION_WEIGHT")
+
+
+@contextlib.contextmanager
+def sep_constants(**values):
+    """Within the block, the named constants of ``sep.py`` (a subset of
+    ``TUNABLE_CONSTANTS``) take the given values. Public hook wanted: none;
+    these are the defaults' own tuning, not options."""
+    unknown = sorted(set(values) - set(TUNABLE_CONSTANTS))
+    if unknown:
+        raise ValueError(
+            f"not a tunable constant of sep.py: {', '.join(unknown)}; "
+            f"choose among {', '.join(TUNABLE_CONSTANTS)}"
+        )
+    original = {name: getattr(_sep, name) for name in values}
+    for name, value in values.items():
+        setattr(_sep, name, type(original[name])(value))
+    try:
+        yield
+    finally:
+        for name, value in original.items():
+            setattr(_sep, name, value)

@@ -10,7 +10,11 @@ Usage::
 
 Each data set (../shared/data, skipped when absent) is cut to its ``--words``
 most frequent words (genes for PBMC) and ``--rows`` random non-empty rows; 10%
-of the rows are held out. Per epsilon/N and seed, training and held-out rows
+of the rows are held out. The words are counted over every row of the file,
+held-out rows included, before any noise: the columns are treated as a public
+vocabulary given with the data set (as a published word list would be), the
+same for every model compared, and no fit reads a held-out count through them
+beyond that choice. Per epsilon/N and seed, training and held-out rows
 are privatized with the two-sided geometric mechanism, and each model's score
 is the Poisson log-likelihood per entry of the clean held-out counts
 (``heldout_loglik``: the columns split in two at random, each half scored at

@@ -7,6 +7,7 @@ needs the ``baseline`` extra: torch and opacus)::
         [--epsilons 1 3] [--n-splits 5] [--sep-grid default|tuned|adam|adam-wide]
         [--relation add_remove|substitution] [--tune-splits K] [--final-fits R]
         [--settings-from PATH ...] [--save-json PATH] [--tables-from-json PATH ...]
+        [--explore-sep JSON [--explore-fits R]]
 
 Protocol, per data set, epsilon and split (the random 90/10 splits of
 ``bench_sep.py``, delta 1e-5, the public bounds of its ``private`` section,
@@ -63,7 +64,15 @@ clipped to ``bounds_y`` for both):
   earlier run's ``--save-json`` file (same splits), to compare a new setting
   of the other method without training this one again.
 - ``--explore-sep JSON`` prints the validation RMSE of DP-SEP settings on
-  split 0 (a list of constructor-argument dicts; the test split is not read).
+  split 0 (a list of dicts of constructor arguments and of ``sep.py``'s
+  tuning constants, keys starting with ``_``; the test split is not read),
+  the mean over ``--explore-fits R`` fits. The constants of
+  ``mean_update="adam"`` and its ``"auto"`` averaging were chosen this way
+  (``sep.py``'s comments give the figures), e.g.::
+
+      python benchmarks/bench_sep_dpsgd.py --epsilons 1 --explore-fits 4 \
+          --datasets kin8nm naval-propulsion-plant power-plant \
+          --explore-sep '[{"_ADAM_PRECISION_WEIGHT": 0.03}, {}, {"averaging_fraction": 0.5}]'
 
 Neither method's tuning is charged to the privacy budget: every setting of a
 grid reads the private training data, so a real deployment would pay for the
@@ -71,8 +80,8 @@ search (or tune on public data). This favours whichever method is tuned, so
 ``--sep-grid default`` against a tuned DP-SGD favours DP-SGD, though less
 than it seems: DP-SEP's Adam defaults (warm-up share, precision weight,
 averaging, batch size) were themselves chosen on validation rows of split 0
-of some of these sets (the comments in ``sep.py`` give those figures). The
-validation noise variance given to DP-SGD is likewise free.
+of some of these sets (``--explore-sep``; the comments in ``sep.py`` give the
+figures). The validation noise variance given to DP-SGD is likewise free.
 
 Neighbouring relations: DP-SEP's guarantee holds for replacing one row
 (substitution); Opacus's accountant counts adding or removing one row, the
@@ -107,6 +116,7 @@ from _sep_common import (
     public_bounds,
     split,
 )
+from _sep_internals import sep_constants
 from threadpoolctl import threadpool_limits
 
 from skprivfact.accounting import calibrate_noise_multiplier, make_accountant
@@ -346,8 +356,18 @@ def run_sep(data, X, y, hidden, epsilon, train, test, seed, grid, n_fits):
 
 
 def explore_sep(args):
-    """Validation RMSE of DP-SEP settings on split 0 (the test split unread)."""
-    print(f"DP-SEP settings, validation RMSE on split 0, delta {DELTA:g}")
+    """Validation RMSE of DP-SEP settings on split 0 (the test split unread).
+
+    A setting's keys that start with ``_`` are tuning constants of ``sep.py``
+    (``_sep_internals.TUNABLE_CONSTANTS``), set for its fits; the others are
+    constructor arguments. Each setting is fitted ``--explore-fits`` times
+    (``random_state`` 0, 1, ...; the noise is secret) and the mean validation
+    RMSE is printed with the fits' own.
+    """
+    print(
+        f"DP-SEP settings, validation RMSE on split 0 (mean of {args.explore_fits} "
+        f"fit{'s' if args.explore_fits > 1 else ''}), delta {DELTA:g}"
+    )
     with threadpool_limits(limits=1, user_api="blas"):
         for name in args.datasets:
             X, y = load_uci(name)
@@ -356,17 +376,26 @@ def explore_sep(args):
             fit, validation = validation_split(train, 0)
             for epsilon in args.epsilons:
                 for setting in args.explore_sep:
+                    constants = {k: v for k, v in setting.items() if k.startswith("_")}
+                    params = {k: v for k, v in setting.items() if not k.startswith("_")}
                     start = time.process_time()
-                    estimator = fit_sep(
-                        data, X, y, HIDDEN_UNITS, epsilon, fit, 0, setting
-                    )
-                    score = rmse(estimator.predict(X[validation]), y[validation])
+                    scores = []
+                    with sep_constants(**constants):
+                        for seed in range(args.explore_fits):
+                            estimator = fit_sep(
+                                data, X, y, HIDDEN_UNITS, epsilon, fit, seed, params
+                            )
+                            scores.append(
+                                rmse(estimator.predict(X[validation]), y[validation])
+                            )
                     print(
                         f"  {name} epsilon {estimator.epsilon:g} {setting}: validation RMSE "
-                        f"{score:.4g}, sigma {estimator.noise_multiplier_:.3g}, damping "
+                        f"{statistics.mean(scores):.4g} "
+                        f"({', '.join(f'{score:.4g}' for score in scores)}), "
+                        f"sigma {estimator.noise_multiplier_:.3g}, damping "
                         f"{estimator.damping_:.3g}, batch "
                         f"{estimator.sample_rate_ * fit.size:.0f} "
-                        f"[{time.process_time() - start:.1f} s CPU]",
+                        f"[{(time.process_time() - start) / len(scores):.1f} s CPU per fit]",
                         flush=True,
                     )
 
@@ -472,9 +501,17 @@ def main(argv=None):
         default=None,
         metavar="JSON",
         help="a JSON list of DPSEPRegressor settings (dicts of constructor "
-        "arguments, which override hidden_units and the --epsilons value): print "
-        "each one's validation RMSE on split 0 for each of --epsilons (inf "
-        "allowed) and exit",
+        "arguments, which override hidden_units and the --epsilons value, and "
+        "of sep.py's tuning constants, keys starting with '_'): print each "
+        "one's validation RMSE on split 0 for each of --epsilons (inf allowed) "
+        "and exit",
+    )
+    parser.add_argument(
+        "--explore-fits",
+        type=int,
+        default=1,
+        help="with --explore-sep, fit each setting this many times and print "
+        "the mean validation RMSE",
     )
     parser.add_argument("--save-json", type=Path, default=None)
     for method in ("sep", "dpsgd"):
@@ -514,6 +551,8 @@ def main(argv=None):
     # (the data) needs no gradient: torch's notice of that is expected.
     warnings.filterwarnings("ignore", message="Full backward hook is firing")
     if args.explore_sep is not None:
+        if args.explore_fits < 1:
+            parser.error("--explore-fits must be at least 1")
         explore_sep(args)
         return
     grid = SEP_GRIDS[args.sep_grid]
