@@ -7,7 +7,7 @@ needs the ``baseline`` extra: torch and opacus)::
         [--epsilons 1 3] [--n-splits 5] [--sep-grid default|tuned|adam|adam-wide]
         [--relation add_remove|substitution] [--tune-splits K] [--final-fits R]
         [--settings-from PATH ...] [--save-json PATH] [--tables-from-json PATH ...]
-        [--explore-sep JSON [--explore-fits R]]
+        [--schedules constant [linear]] [--explore-sep JSON [--explore-fits R]]
 
 Protocol, per data set, epsilon and split (the random 90/10 splits of
 ``bench_sep.py``, delta 1e-5, the public bounds of its ``private`` section,
@@ -42,6 +42,11 @@ clipped to ``bounds_y`` for both):
   split (estimated on validation, not privately; the smallest of the
   grid's, so it tends to be low, which lowers DP-SGD's log-likelihood where
   its test error is larger).
+- ``--schedules constant linear`` crosses both grids with the step size's
+  schedule: constant (the default, alone) or falling linearly to zero over
+  the training steps (DP-SGD: torch's ``LambdaLR`` on Adam, stepped per
+  batch; DP-SEP: ``learning_rate_schedule="linear"`` over its Adam
+  updates), so each method's grid doubles and each chooses on validation.
 - ``--tune-splits K`` searches the grids on the first K splits only (to
   bound the run time on protein); later splits train the setting chosen most
   often there, and DP-SGD's noise variance still comes from their own
@@ -174,6 +179,23 @@ DPSGD_GRID = [
 ]
 
 
+SCHEDULES = ["constant", "linear"]
+
+
+def with_schedules(sep_grid, dpsgd_grid, schedules):
+    """Both grids crossed with the step-size schedules (a constant schedule
+    adds no key, so that settings saved without schedules still match)."""
+
+    def crossed(grid, key):
+        return [
+            setting if schedule == "constant" else {**setting, key: schedule}
+            for schedule in schedules
+            for setting in grid
+        ]
+
+    return crossed(sep_grid, "learning_rate_schedule"), crossed(dpsgd_grid, "schedule")
+
+
 def validation_split(train, seed):
     """Split the training indices into (fit, validation), its own permutation."""
     order = np.random.RandomState(10_000 + seed).permutation(train.size)
@@ -246,11 +268,22 @@ def train_dpsgd(X, y, hidden, epsilon, setting, seed, relation):
         )
         model, optimizer, loader = engine.make_private(**common, noise_multiplier=sigma)
     loss = torch.nn.MSELoss()
+    # "linear": the step size falls linearly to zero over the training steps,
+    # as DPSEPRegressor(learning_rate_schedule="linear") does over its Adam
+    # updates.
+    n_steps = setting["epochs"] * len(loader)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer,
+        lambda step: 1.0 - step / n_steps
+        if setting.get("schedule", "constant") == "linear"
+        else 1.0,
+    )
     for _ in range(setting["epochs"]):
         for inputs, targets in loader:
             optimizer.zero_grad()
             loss(model(inputs), targets).backward()
             optimizer.step()
+            scheduler.step()
     if relation == "add_remove":
         spent = engine.get_epsilon(DELTA)
     else:
@@ -513,6 +546,15 @@ def main(argv=None):
         help="with --explore-sep, fit each setting this many times and print "
         "the mean validation RMSE",
     )
+    parser.add_argument(
+        "--schedules",
+        nargs="+",
+        choices=SCHEDULES,
+        default=["constant"],
+        help="cross both methods' grids with these step-size schedules (DP-SEP's "
+        "learning_rate_schedule, the same linear decay for DP-SGD's Adam); "
+        "default: constant only",
+    )
     parser.add_argument("--save-json", type=Path, default=None)
     for method in ("sep", "dpsgd"):
         parser.add_argument(
@@ -555,13 +597,15 @@ def main(argv=None):
             parser.error("--explore-fits must be at least 1")
         explore_sep(args)
         return
-    grid = SEP_GRIDS[args.sep_grid]
+    grid, dpsgd_grid = with_schedules(SEP_GRIDS[args.sep_grid], DPSGD_GRID, args.schedules)
     title = (
         f"DP-SEP ({args.sep_grid}) against DP-SGD (Opacus, "
         f"{'PRV, add/remove' if args.relation == 'add_remove' else 'substitution'}), "
         f"delta {DELTA:g}, {args.n_splits} splits, {args.final_fits} final "
         f"fit{'s' if args.final_fits > 1 else ''} per split"
     )
+    if args.schedules != ["constant"]:
+        title += f", step-size schedules {' and '.join(args.schedules)}"
     print(f"{title}; python {sys.version.split()[0]}, torch {torch.__version__}")
     if args.final_fits < 1:
         parser.error("--final-fits must be at least 1")
@@ -577,7 +621,7 @@ def main(argv=None):
         for key, rows in saved["results"].items():
             if len(rows["sep"]) < args.n_splits:
                 parser.error(f"{path} has {len(rows['sep'])} splits of {key}")
-            for method, allowed in (("sep", grid), ("dpsgd", DPSGD_GRID)):
+            for method, allowed in (("sep", grid), ("dpsgd", dpsgd_grid)):
                 settings = [row["setting"] for row in rows[method]]
                 if any(setting not in allowed for setting in settings):
                     parser.error(f"{path}: a {method} setting of {key} is not in the grid")
@@ -614,7 +658,7 @@ def main(argv=None):
                         sgd_grid = [chosen["dpsgd"][key][seed]]
                     else:
                         sgd_grid = (
-                            DPSGD_GRID if tuned else [most_chosen(results[key]["dpsgd"])]
+                            dpsgd_grid if tuned else [most_chosen(results[key]["dpsgd"])]
                         )
                     if key in reuse["sep"]:
                         sep = reuse["sep"][key][seed]

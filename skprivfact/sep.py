@@ -533,11 +533,16 @@ class _AdamMeans:
 
     _BETA1, _BETA2, _EPS = 0.9, 0.999, 1e-8
 
-    def __init__(self, model, prior, factor, n_samples, posterior_noise, learning_rate):
+    def __init__(
+        self, model, prior, factor, n_samples, posterior_noise, learning_rate,
+        n_updates_planned, linear_decay,
+    ):
         n_weights = model.n_weights
         self.prior = prior
         self.n_samples = n_samples
         self.learning_rate = learning_rate
+        self.n_updates_planned = n_updates_planned
+        self.linear_decay = linear_decay
         self.mean = model.moments(prior + n_samples * factor, posterior_noise)[0].copy()
         self.site_precision = factor[:n_weights].copy()
         self.noise_site = factor[2 * n_weights :].copy()
@@ -598,7 +603,12 @@ class _AdamMeans:
         step = (self.first_moment / (1.0 - self._BETA1**self.n_updates)) / (
             np.sqrt(self.second_moment / (1.0 - self._BETA2**self.n_updates)) + self._EPS
         )
-        self.mean = self.mean + self.learning_rate * step
+        learning_rate = self.learning_rate
+        if self.linear_decay:
+            # Falls linearly from learning_rate at the first update to
+            # learning_rate / n_updates_planned at the last.
+            learning_rate *= 1.0 - (self.n_updates - 1) / self.n_updates_planned
+        self.mean = self.mean + learning_rate * step
         if average:
             self.mean_sum += self.mean
             self.site_precision_sum += self.site_precision
@@ -659,6 +669,7 @@ def _fit_sep(
     progress,
     mean_update="sep",
     learning_rate=None,
+    learning_rate_schedule="constant",
     release_noise_variance=False,
     y_range=None,
 ):
@@ -689,12 +700,14 @@ def _fit_sep(
     gradient of log Z in the weight means]`` (``w =
     _ADAM_PRECISION_WEIGHT``): the precision factor moves by the damped
     update above, the means by one Adam step of size ``learning_rate`` on
-    the released gradient plus the prior's. Averages are then taken over the
-    last ``averaging_fraction`` of these updates, and the returned noise std
-    is 0 (the means are not a damped average of noisy sites). With
-    ``release_noise_variance`` the noise Gamma's site then comes from
-    :func:`_released_noise_site` (``y_range``: the target's bounds in scaled
-    units, or None), released before the last progress line.
+    the released gradient plus the prior's (``learning_rate_schedule=
+    "linear"``: times ``1 - u / U`` at the Adam phase's update ``u = 0, ...,
+    U - 1``). Averages are then taken over the last ``averaging_fraction``
+    of these updates, and the returned noise std is 0 (the means are not a
+    damped average of noisy sites). With ``release_noise_variance`` the noise
+    Gamma's site then comes from :func:`_released_noise_site` (``y_range``:
+    the target's bounds in scaled units, or None), released before the last
+    progress line.
     """
     n_samples = X.shape[0]
     sample_rate = engine.plan.sample_rate
@@ -720,7 +733,14 @@ def _fit_sep(
         if step >= warmup_steps:
             if step == warmup_steps:
                 means = _AdamMeans(
-                    model, prior, factor, n_samples, n_samples * running_noise, learning_rate
+                    model,
+                    prior,
+                    factor,
+                    n_samples,
+                    n_samples * running_noise,
+                    learning_rate,
+                    n_updates_planned=n_steps - warmup_steps,
+                    linear_decay=learning_rate_schedule == "linear",
                 )
             means.update(
                 model, X, y, engine, clip_norm, damping, average=step >= first_averaged
@@ -957,6 +977,15 @@ class DPSEPRegressor(
     learning_rate : float, default=0.03
         Adam's step size on the weight means (scaled units), with
         ``mean_update="adam"``; unused otherwise.
+    learning_rate_schedule : {"constant", "linear"}, default="constant"
+        How Adam's step size moves over its updates, with
+        ``mean_update="adam"``: "constant" keeps ``learning_rate``; "linear"
+        lowers it linearly from ``learning_rate`` at the first Adam update to
+        ``learning_rate`` divided by their number at the last, so that the
+        means settle where the noisy gradients average out instead of moving
+        with them to the end; the best ``learning_rate`` differs between the
+        two, so choose them together. Post-processing of the released
+        gradients: the guarantee does not depend on it. Unused otherwise.
     bounds_X : pair (lower, upper) or None, default=None
         Public bounds of the inputs, scalars or arrays of length
         ``n_features``; inputs are clipped to them and mapped to [-1, 1]. A
@@ -1149,6 +1178,7 @@ class DPSEPRegressor(
         "averaging_fraction": [Interval(Real, 0, 1, closed="right"), StrOptions({"auto"})],
         "mean_update": [StrOptions({"auto", "sep", "adam"})],
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
+        "learning_rate_schedule": [StrOptions({"constant", "linear"})],
         # (Not any array-like: a DataFrame or a dict would unpack its labels.)
         "bounds_X": [tuple, list, np.ndarray, None],
         "bounds_y": [tuple, list, np.ndarray, None],
@@ -1172,6 +1202,7 @@ class DPSEPRegressor(
         averaging_fraction="auto",
         mean_update="auto",
         learning_rate=0.03,
+        learning_rate_schedule="constant",
         bounds_X=None,
         bounds_y=None,
         scaling_share="auto",
@@ -1194,6 +1225,7 @@ class DPSEPRegressor(
         self.averaging_fraction = averaging_fraction
         self.mean_update = mean_update
         self.learning_rate = learning_rate
+        self.learning_rate_schedule = learning_rate_schedule
         self.bounds_X = bounds_X
         self.bounds_y = bounds_y
         self.scaling_share = scaling_share
@@ -1400,6 +1432,7 @@ class DPSEPRegressor(
             progress=self._make_progress(n_passes),
             mean_update=mean_update,
             learning_rate=self.learning_rate,
+            learning_rate_schedule=self.learning_rate_schedule,
             release_noise_variance=release_noise_variance,
             y_range=y_range,
         )

@@ -916,6 +916,8 @@ def _release_noise_only(monkeypatch):
 # Settings beyond each case's defaults whose private fits take other paths.
 _VARIANTS = [(name, {}) for name in DP_ESTIMATORS] + [
     ("DPSEPRegressor", {"model": "mlp", "hidden_units": 3, "batch_size": 10}),
+    ("DPSEPRegressor", {"model": "mlp", "hidden_units": 3, "batch_size": 10,
+                        "learning_rate_schedule": "linear"}),
     ("DPLDA", {"learning_method": "batch", "doc_length": 5}),
     ("DPLDA", {"noise_multiplier": 2.0, "epsilon": float("inf"), "batch_size": 10}),
     ("DPLDA", {"n_topic_words": 4, "batch_size": 10}),

@@ -1011,6 +1011,7 @@ def test_mlp_results_do_not_depend_on_the_number_of_threads():
         ({"model": "gp"}, "model"),
         ({"mean_update": "sgd"}, "mean_update"),
         ({"learning_rate": 0.0}, "learning_rate"),
+        ({"learning_rate_schedule": "cosine"}, "learning_rate_schedule"),
         ({"averaging_fraction": 0.0}, "averaging_fraction"),
         ({"clip_norm": None, "epsilon": 1.0}, "clip_norm=None"),
         ({"bounds_X": (-1, 3, 5)}, "bounds_X must be a pair"),
@@ -1830,6 +1831,70 @@ def test_adam_recovers_a_nonlinear_function_and_its_noise_level():
     ).fit(X, y)
     sep_rmse = np.sqrt(np.mean((sep_reg.predict(X_test) - y_test) ** 2))
     assert rmse < sep_rmse
+
+
+def record_mean_moves(monkeypatch):
+    """Patch Adam's update to record, per update, the largest move of a weight mean."""
+    moves = []
+    original = sep._AdamMeans.update
+
+    def recording_update(self, *args, **kwargs):
+        before = self.mean.copy()
+        original(self, *args, **kwargs)
+        moves.append(float(np.max(np.abs(self.mean - before))))
+
+    monkeypatch.setattr(sep._AdamMeans, "update", recording_update)
+    return moves
+
+
+# Adam's bias-corrected step m / sqrt(v) has coordinates of magnitude at most
+# (1 - beta1) / sqrt(1 - beta2) (about 3.16) whatever the gradients, when that
+# exceeds 1 (Kingma and Ba, 2015, section 2.1).
+ADAM_STEP_BOUND = (
+    (1 - sep._AdamMeans._BETA1) / math.sqrt(1 - sep._AdamMeans._BETA2) * 1.001
+)
+
+
+@pytest.mark.parametrize("epsilon", [INF, 1.0])
+def test_linear_learning_rate_schedule_lowers_every_step_of_the_means(
+    epsilon, monkeypatch
+):
+    X, y = make_sine(600, noise_std=0.1)
+    learning_rate = 0.3
+    params = {**ADAM_PARAMS, "epsilon": epsilon, "batch_size": 60, "max_iter": 20,
+              "learning_rate": learning_rate}
+    moves = {}
+    for schedule in ("constant", "linear"):
+        moves[schedule] = record_mean_moves(monkeypatch)
+        DPSEPRegressor(**params, learning_rate_schedule=schedule).fit(X, y)
+        monkeypatch.undo()
+    n_updates = len(moves["linear"])
+    assert n_updates == len(moves["constant"]) > 100
+    # The u-th Adam update (u = 0, ..., U - 1) moves a mean by at most the
+    # bound times learning_rate * (1 - u / U): down to learning_rate / U.
+    caps = ADAM_STEP_BOUND * learning_rate * (1.0 - np.arange(n_updates) / n_updates)
+    assert np.all(np.array(moves["linear"]) <= caps)
+    # The check can fail: the constant schedule's late steps break it.
+    assert np.any(np.array(moves["constant"]) > caps)
+    assert max(moves["constant"][-10:]) > 10 * max(moves["linear"][-10:])
+
+
+def test_linear_learning_rate_schedule_settles_noisy_means():
+    # Under noise, a large constant step keeps the means moving with the
+    # noisy gradients to the end; the linear schedule lets them settle.
+    X, y = make_sine(2000, noise_std=0.1)
+    X_test, y_test = make_sine(500, seed=1, noise_std=0.0)
+    rmse = {}
+    for schedule in ("constant", "linear"):
+        rmse[schedule] = np.mean([
+            np.sqrt(np.mean((DPSEPRegressor(
+                epsilon=1.0, clip_norm=1.0, batch_size=100, max_iter=20,
+                learning_rate=0.3, learning_rate_schedule=schedule,
+                **{**ADAM_PARAMS, "random_state": seed},
+            ).fit(X, y).predict(X_test) - y_test) ** 2))
+            for seed in range(3)
+        ])
+    assert rmse["linear"] < 0.8 * rmse["constant"], rmse
 
 
 def test_adam_is_the_network_only():
