@@ -46,7 +46,9 @@ clipped to ``bounds_y`` for both):
   schedule: constant (the default, alone) or falling linearly to zero over
   the training steps (DP-SGD: torch's ``LambdaLR`` on Adam, stepped per
   batch; DP-SEP: ``learning_rate_schedule="linear"`` over its Adam
-  updates), so each method's grid doubles and each chooses on validation.
+  updates; its ``mean_update="sep"`` settings take no step size and are
+  not crossed), so each method's grid doubles and each chooses on
+  validation.
 - ``--tune-splits K`` searches the grids on the first K splits only (to
   bound the run time on protein); later splits train the setting chosen most
   often there, and DP-SGD's noise variance still comes from their own
@@ -184,14 +186,19 @@ SCHEDULES = ["constant", "linear"]
 
 def with_schedules(sep_grid, dpsgd_grid, schedules):
     """Both grids crossed with the step-size schedules (a constant schedule
-    adds no key, so that settings saved without schedules still match)."""
+    adds no key, so that settings saved without schedules still match;
+    DP-SEP's ``mean_update="sep"`` settings take no step size and are not
+    crossed)."""
 
     def crossed(grid, key):
-        return [
-            setting if schedule == "constant" else {**setting, key: schedule}
+        settings = [
+            setting
+            if schedule == "constant" or setting.get("mean_update") == "sep"
+            else {**setting, key: schedule}
             for schedule in schedules
             for setting in grid
         ]
+        return [s for i, s in enumerate(settings) if s not in settings[:i]]
 
     return crossed(sep_grid, "learning_rate_schedule"), crossed(dpsgd_grid, "schedule")
 
