@@ -16,9 +16,10 @@ function says what public hook of ``sep.py`` would replace it:
 - a start factor for the network, e.g. ``init="custom"`` with
   ``fit(X, y, init_factor=...)`` as NMF's ``W``/``H`` (now the class
   attribute ``sep._NetworkModel.initial_factor`` is replaced for the block);
-- the tuning constants behind the ``"auto"`` defaults of ``mean_update="adam"``
-  (now module constants of ``sep.py``, replaced for the block), so that the
-  validation runs that chose them can be repeated.
+- the fixed tuning constants of ``mean_update="adam"`` (its warm-up share and
+  the weight of the precision sites: module constants of ``sep.py``, replaced
+  for the block), so that the validation runs that chose them can be
+  repeated; no option is wanted for them.
 """
 
 import contextlib
@@ -104,7 +105,6 @@ def network_start(factor):
 
 
 # Module constants of sep.py that bench_sep_dpsgd.py's --explore-sep may set:
-# the ones whose values its comments justify by validation RMSE.
 # the ones whose values its comments justify by validation RMSE and that no
 # constructor argument reaches.
 TUNABLE_CONSTANTS = ("_ADAM_WARMUP_FRACTION", "_ADAM_PRECISION_WEIGHT")
@@ -113,18 +113,24 @@ TUNABLE_CONSTANTS = ("_ADAM_WARMUP_FRACTION", "_ADAM_PRECISION_WEIGHT")
 @contextlib.contextmanager
 def sep_constants(**values):
     """Within the block, the named constants of ``sep.py`` (a subset of
-    ``TUNABLE_CONSTANTS``) take the given values. Public hook wanted: none;
-    these are the defaults' own tuning, not options."""
+    ``TUNABLE_CONSTANTS``, each a share in (0, 1]) take the given values.
+    Public hook wanted: none; these are the defaults' own tuning, not
+    options."""
     unknown = sorted(set(values) - set(TUNABLE_CONSTANTS))
     if unknown:
         raise ValueError(
             f"not a tunable constant of sep.py: {', '.join(unknown)}; "
             f"choose among {', '.join(TUNABLE_CONSTANTS)}"
         )
-    original = {name: getattr(_sep, name) for name in values}
     for name, value in values.items():
-        setattr(_sep, name, type(original[name])(value))
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+            0 < value <= 1
+        ):
+            raise ValueError(f"{name} must be a number in (0, 1], got {value!r}")
+    original = {name: getattr(_sep, name) for name in values}
     try:
+        for name, value in values.items():
+            setattr(_sep, name, float(value))
         yield
     finally:
         for name, value in original.items():

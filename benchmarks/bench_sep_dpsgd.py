@@ -43,8 +43,9 @@ clipped to ``bounds_y`` for both):
   grid's, so it tends to be low, which lowers DP-SGD's log-likelihood where
   its test error is larger).
 - ``--schedules constant linear`` crosses both grids with the step size's
-  schedule: constant (the default, alone) or falling linearly to zero over
-  the training steps (DP-SGD: torch's ``LambdaLR`` on Adam, stepped per
+  schedule: constant (the default, alone) or falling linearly over the
+  training steps, from the grid's rate to that rate over the number of steps
+  at the last one (DP-SGD: torch's ``LambdaLR`` on Adam, stepped per
   batch; DP-SEP: ``learning_rate_schedule="linear"`` over its Adam
   updates; its ``mean_update="sep"`` settings take no step size and are
   not crossed), so each method's grid doubles and each chooses on
@@ -275,8 +276,9 @@ def train_dpsgd(X, y, hidden, epsilon, setting, seed, relation):
         )
         model, optimizer, loader = engine.make_private(**common, noise_multiplier=sigma)
     loss = torch.nn.MSELoss()
-    # "linear": the step size falls linearly to zero over the training steps,
-    # as DPSEPRegressor(learning_rate_schedule="linear") does over its Adam
+    # "linear": the step size falls linearly over the training steps, from
+    # the setting's rate to that rate / n_steps at the last one, as
+    # DPSEPRegressor(learning_rate_schedule="linear") does over its Adam
     # updates.
     n_steps = setting["epochs"] * len(loader)
     scheduler = torch.optim.lr_scheduler.LambdaLR(

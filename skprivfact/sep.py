@@ -954,8 +954,9 @@ class DPSEPRegressor(
         return the last factor. With ``mean_update="adam"`` the fraction of
         the Adam updates whose means and precisions are averaged. "auto" is
         0.5 with ``mean_update="sep"`` and 0.05 with ``"adam"``, whose means
-        are still descending late in the fit, so that a long average lags
-        behind them.
+        are still descending late in the fit (with the constant
+        ``learning_rate_schedule``, for which it was chosen), so that a long
+        average lags behind them.
     mean_update : {"auto", "sep", "adam"}, default="auto"
         How the network's weight means move. "sep": every natural parameter
         follows the damped SEP update of released sites. "adam" (the network
@@ -985,7 +986,7 @@ class DPSEPRegressor(
         means settle where the noisy gradients average out instead of moving
         with them to the end; the best ``learning_rate`` differs between the
         two, so choose them together. Post-processing of the released
-        gradients: the guarantee does not depend on it. Unused otherwise.
+        gradients: the guarantee does not depend on it; unused otherwise.
     bounds_X : pair (lower, upper) or None, default=None
         Public bounds of the inputs, scalars or arrays of length
         ``n_features``; inputs are clipped to them and mapped to [-1, 1]. A
