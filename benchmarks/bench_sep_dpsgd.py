@@ -281,11 +281,9 @@ def train_dpsgd(X, y, hidden, epsilon, setting, seed, relation):
     # DPSEPRegressor(learning_rate_schedule="linear") does over its Adam
     # updates.
     n_steps = setting["epochs"] * len(loader)
+    linear = setting.get("schedule", "constant") == "linear"
     scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer,
-        lambda step: 1.0 - step / n_steps
-        if setting.get("schedule", "constant") == "linear"
-        else 1.0,
+        optimizer, lambda step: 1.0 - step / n_steps if linear else 1.0
     )
     for _ in range(setting["epochs"]):
         for inputs, targets in loader:
