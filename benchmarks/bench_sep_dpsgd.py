@@ -7,7 +7,8 @@ needs the ``baseline`` extra: torch and opacus)::
         [--epsilons 1 3] [--n-splits 5] [--sep-grid default|tuned|adam|adam-wide]
         [--relation add_remove|substitution] [--tune-splits K] [--final-fits R]
         [--settings-from PATH ...] [--save-json PATH] [--tables-from-json PATH ...]
-        [--schedules constant [linear]] [--explore-sep JSON [--explore-fits R]]
+        [--schedules constant [linear]] [--higher-rate]
+        [--explore-sep JSON [--explore-fits R]]
 
 Protocol, per data set, epsilon and split (the random 90/10 splits of
 ``bench_sep.py``, delta 1e-5, the public bounds of its ``private`` section,
@@ -50,6 +51,9 @@ clipped to ``bounds_y`` for both):
   updates; its ``mean_update="sep"`` settings take no step size and are
   not crossed), so each method's grid doubles and each chooses on
   validation.
+- ``--higher-rate`` adds each method's next step size up (DP-SEP 0.3,
+  DP-SGD 0.1) to the settings at its grid's largest one, before the
+  schedules cross the grids: 16 settings each, 32 with both schedules.
 - ``--tune-splits K`` searches the grids on the first K splits only (to
   bound the run time on protein); later splits train the setting chosen most
   often there, and DP-SGD's noise variance still comes from their own
@@ -138,6 +142,9 @@ HIDDEN_UNITS = 50
 DPSGD_SCHEDULES = [(256, 20), (1024, 50)]
 DPSGD_CLIP_NORMS = [0.1, 1.0]
 DPSGD_LEARNING_RATES = [0.003, 0.01, 0.03]
+# --higher-rate: each method's next step size up (about 3 times its grid's
+# largest), where both grids' choices sat at their upper edge.
+HIGHER_RATES = {"sep": 0.3, "dpsgd": 0.1}
 # Constructor settings of DPSEPRegressor chosen among on validation.
 SEP_GRIDS = {
     "default": [{}],
@@ -183,6 +190,25 @@ DPSGD_GRID = [
 
 
 SCHEDULES = ["constant", "linear"]
+
+
+def with_higher_rate(sep_grid, dpsgd_grid):
+    """Both grids with each setting at the largest step size repeated at
+    ``HIGHER_RATES`` (settings without a step size are left alone), so each
+    grows by the same number of settings when both have a step size."""
+
+    def extended(grid, higher):
+        rates = [setting["learning_rate"] for setting in grid if "learning_rate" in setting]
+        if not rates:
+            return list(grid)
+        top = max(rates)
+        return grid + [
+            {**setting, "learning_rate": higher}
+            for setting in grid
+            if setting.get("learning_rate") == top
+        ]
+
+    return extended(sep_grid, HIGHER_RATES["sep"]), extended(dpsgd_grid, HIGHER_RATES["dpsgd"])
 
 
 def with_schedules(sep_grid, dpsgd_grid, schedules):
@@ -264,12 +290,16 @@ def train_dpsgd(X, y, hidden, epsilon, setting, seed, relation):
         )
     else:
         # Opacus's own sampling rate and number of steps, a multiplier for
-        # replacing one row (sensitivity 2 * clip_norm of the sum).
-        steps_per_epoch = len(loader)
+        # replacing one row (sensitivity 2 * clip_norm of the sum). Its
+        # Poisson loader runs int(1 / sample_rate) steps an epoch, which
+        # float rounding makes one less than len(loader) for some lengths
+        # (93, 99, ...).
+        sample_rate = 1.0 / len(loader)
+        steps_per_epoch = int(1 / sample_rate)
         sigma = calibrate_noise_multiplier(
             epsilon,
             DELTA,
-            sample_rate=1.0 / steps_per_epoch,
+            sample_rate=sample_rate,
             steps=setting["epochs"] * steps_per_epoch,
             accountant="pld",
             neighbouring_relation="substitution",
@@ -296,7 +326,7 @@ def train_dpsgd(X, y, hidden, epsilon, setting, seed, relation):
     else:
         spent = (
             make_accountant("pld", "substitution")
-            .compose(sigma, 1.0 / steps_per_epoch, setting["epochs"] * steps_per_epoch)
+            .compose(sigma, sample_rate, setting["epochs"] * steps_per_epoch)
             .get_epsilon(DELTA)
         )
 
@@ -562,6 +592,13 @@ def main(argv=None):
         "learning_rate_schedule, the same linear decay for DP-SGD's Adam); "
         "default: constant only",
     )
+    parser.add_argument(
+        "--higher-rate",
+        action="store_true",
+        help="add each method's next step size up to its grid (DP-SEP "
+        f"{HIGHER_RATES['sep']:g}, DP-SGD {HIGHER_RATES['dpsgd']:g}) before the "
+        "schedules cross it",
+    )
     parser.add_argument("--save-json", type=Path, default=None)
     for method in ("sep", "dpsgd"):
         parser.add_argument(
@@ -604,15 +641,24 @@ def main(argv=None):
             parser.error("--explore-fits must be at least 1")
         explore_sep(args)
         return
-    grid, dpsgd_grid = with_schedules(SEP_GRIDS[args.sep_grid], DPSGD_GRID, args.schedules)
+    grid, dpsgd_grid = SEP_GRIDS[args.sep_grid], DPSGD_GRID
+    if args.higher_rate:
+        grid, dpsgd_grid = with_higher_rate(grid, dpsgd_grid)
+    grid, dpsgd_grid = with_schedules(grid, dpsgd_grid, args.schedules)
     title = (
         f"DP-SEP ({args.sep_grid}) against DP-SGD (Opacus, "
         f"{'PRV, add/remove' if args.relation == 'add_remove' else 'substitution'}), "
         f"delta {DELTA:g}, {args.n_splits} splits, {args.final_fits} final "
         f"fit{'s' if args.final_fits > 1 else ''} per split"
     )
+    if args.higher_rate:
+        title += (
+            f", step sizes up to {HIGHER_RATES['sep']:g} (DP-SEP) and "
+            f"{HIGHER_RATES['dpsgd']:g} (DP-SGD)"
+        )
     if args.schedules != ["constant"]:
         title += f", step-size schedules {' and '.join(args.schedules)}"
+    print(f"grids: {len(grid)} DP-SEP and {len(dpsgd_grid)} DP-SGD settings")
     print(f"{title}; python {sys.version.split()[0]}, torch {torch.__version__}")
     if args.final_fits < 1:
         parser.error("--final-fits must be at least 1")
