@@ -53,7 +53,8 @@ clipped to ``bounds_y`` for both):
   validation.
 - ``--higher-rate`` adds each method's next step size up (DP-SEP 0.3,
   DP-SGD 0.1) to the settings at its grid's largest one, before the
-  schedules cross the grids: 16 settings each, 32 with both schedules.
+  schedules cross the grids: with ``adam-wide``, 16 settings each, 32 with
+  both schedules.
 - ``--tune-splits K`` searches the grids on the first K splits only (to
   bound the run time on protein); later splits train the setting chosen most
   often there, and DP-SGD's noise variance still comes from their own
@@ -194,8 +195,8 @@ SCHEDULES = ["constant", "linear"]
 
 def with_higher_rate(sep_grid, dpsgd_grid):
     """Both grids with each setting at the largest step size repeated at
-    ``HIGHER_RATES`` (settings without a step size are left alone), so each
-    grows by the same number of settings when both have a step size."""
+    ``HIGHER_RATES`` (a grid without step sizes is left alone): 4 more
+    settings each for ``adam-wide`` and DP-SGD's grid, 2 for ``adam``."""
 
     def extended(grid, higher):
         rates = [setting["learning_rate"] for setting in grid if "learning_rate" in setting]
