@@ -19,7 +19,10 @@ function says what public hook of ``sep.py`` would replace it:
 - the fixed tuning constants of ``mean_update="adam"`` (its warm-up share and
   the weight of the precision sites: module constants of ``sep.py``, replaced
   for the block), so that the validation runs that chose them can be
-  repeated; no option is wanted for them.
+  repeated; no option is wanted for them;
+- the variances at which the Adam phase computes its sites (a probe,
+  ``adam_site_variance_scale``: ``sep._AdamMeans._cavity`` is replaced for
+  the block).
 """
 
 import contextlib
@@ -111,27 +114,62 @@ TUNABLE_CONSTANTS = ("_ADAM_WARMUP_FRACTION", "_ADAM_PRECISION_WEIGHT")
 
 
 @contextlib.contextmanager
+def adam_site_variance_scale(scale):
+    """Within the block, the Adam phase of ``mean_update="adam"`` computes
+    each row's sites at its cavity with the weights' variances times
+    ``scale``, their means unchanged (1: the fit as it is). Towards 0 the
+    released gradient tends to that of the Gaussian log-likelihood at the
+    means (noise variance fixed by the warm-up), and each precision site to
+    the diagonal Gauss-Newton term ``(d mu / d w)**2 / sigma**2``: a probe of
+    whether sites at the means should replace the sites at the cavity.
+    Public hook wanted: none yet (an option if they should)."""
+    original = _sep._AdamMeans._cavity
+
+    def cavity(self, n_weights):
+        natural = original(self, n_weights)
+        # Precision and precision times mean: variances times scale, same means.
+        natural[: 2 * n_weights] /= scale
+        return natural
+
+    _sep._AdamMeans._cavity = cavity
+    try:
+        yield
+    finally:
+        _sep._AdamMeans._cavity = original
+
+
+# Probes --explore-sep may set beside the constants, by key: each changes how
+# the fit computes something rather than a constant's value.
+PROBES = {"_ADAM_SITE_VARIANCE_SCALE": adam_site_variance_scale}
+
+
+@contextlib.contextmanager
 def sep_constants(**values):
     """Within the block, the named constants of ``sep.py`` (a subset of
-    ``TUNABLE_CONSTANTS``, each a share in (0, 1]) take the given values.
-    Public hook wanted: none; these are the defaults' own tuning, not
-    options."""
-    unknown = sorted(set(values) - set(TUNABLE_CONSTANTS))
+    ``TUNABLE_CONSTANTS``) and probes (``PROBES``) take the given values, each
+    a number in (0, 1]. Public hook wanted: none; these are the defaults' own
+    tuning, not options."""
+    unknown = sorted(set(values) - set(TUNABLE_CONSTANTS) - set(PROBES))
     if unknown:
         raise ValueError(
-            f"not a tunable constant of sep.py: {', '.join(unknown)}; "
-            f"choose among {', '.join(TUNABLE_CONSTANTS)}"
+            f"not a tunable constant or probe of sep.py: {', '.join(unknown)}; "
+            f"choose among {', '.join([*TUNABLE_CONSTANTS, *PROBES])}"
         )
     for name, value in values.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
             0 < value <= 1
         ):
             raise ValueError(f"{name} must be a number in (0, 1], got {value!r}")
-    original = {name: getattr(_sep, name) for name in values}
+    constants = {name: value for name, value in values.items() if name in TUNABLE_CONSTANTS}
+    original = {name: getattr(_sep, name) for name in constants}
     try:
-        for name, value in values.items():
-            setattr(_sep, name, float(value))
-        yield
+        with contextlib.ExitStack() as probes:
+            for name, value in values.items():
+                if name in PROBES:
+                    probes.enter_context(PROBES[name](float(value)))
+            for name, value in constants.items():
+                setattr(_sep, name, float(value))
+            yield
     finally:
         for name, value in original.items():
             setattr(_sep, name, value)

@@ -78,7 +78,10 @@ clipped to ``bounds_y`` for both):
   of the other method without training this one again.
 - ``--explore-sep JSON`` prints the validation RMSE of DP-SEP settings on
   split 0 (a list of dicts of constructor arguments and of ``sep.py``'s
-  tuning constants, keys starting with ``_``; the test split is not read),
+  tuning constants, keys starting with ``_``, or the probe
+  ``_ADAM_SITE_VARIANCE_SCALE``: the Adam phase's sites computed with the
+  weights' variances times it, see ``_sep_internals``; the test split is
+  not read),
   the mean over ``--explore-fits R`` fits. The constants of
   ``mean_update="adam"`` and its ``"auto"`` averaging were chosen this way
   (``sep.py``'s comments give the figures), e.g.::
@@ -430,7 +433,8 @@ def explore_sep(args):
     """Validation RMSE of DP-SEP settings on split 0 (the test split unread).
 
     A setting's keys that start with ``_`` are tuning constants of ``sep.py``
-    (``_sep_internals.TUNABLE_CONSTANTS``), set for its fits; the others are
+    (``_sep_internals.TUNABLE_CONSTANTS``) or probes (``_sep_internals.PROBES``),
+    set for its fits; the others are
     constructor arguments. Each setting is fitted ``--explore-fits`` times
     (``random_state`` 0, 1, ...; the noise is secret) and the mean validation
     RMSE is printed with the fits' own.
