@@ -7,7 +7,7 @@ needs the ``baseline`` extra: torch and opacus)::
         [--epsilons 1 3] [--n-splits 5] [--sep-grid default|tuned|adam|adam-wide]
         [--relation add_remove|substitution] [--tune-splits K] [--final-fits R]
         [--settings-from PATH ...] [--save-json PATH] [--tables-from-json PATH ...]
-        [--schedules constant [linear]] [--higher-rate]
+        [--schedules constant [linear]] [--higher-rate] [--sep-probes JSON]
         [--explore-sep JSON [--explore-fits R]]
 
 Protocol, per data set, epsilon and split (the random 90/10 splits of
@@ -55,6 +55,11 @@ clipped to ``bounds_y`` for both):
   DP-SGD 0.1) to the settings at its grid's largest one, before the
   schedules cross the grids: with ``adam-wide``, 16 settings each, 32 with
   both schedules.
+- ``--sep-probes JSON`` sets the tuning constants or probes of
+  ``--explore-sep`` below (a dict, keys starting with ``_``) for every
+  DP-SEP fit of the run, tuning and final fits alike, so that a change
+  explored on validation rows is measured by the whole protocol before it
+  becomes a default.
 - ``--tune-splits K`` searches the grids on the first K splits only (to
   bound the run time on protein); later splits train the setting chosen most
   often there, and DP-SGD's noise variance still comes from their own
@@ -387,10 +392,17 @@ def run_dpsgd(data, y, hidden, epsilon, train, test, seed, relation, grid, n_fit
 
 
 def fit_sep(data, X, y, hidden, epsilon, rows, seed, setting):
-    # A setting's constructor arguments override the defaults given here.
-    params = {"hidden_units": hidden, "epsilon": epsilon, "random_state": seed, **setting}
+    # A setting's constructor arguments override the defaults given here; its
+    # keys starting with "_" are sep.py's tuning constants or probes.
+    constants = {k: v for k, v in setting.items() if k.startswith("_")}
+    params = {
+        "hidden_units": hidden,
+        "epsilon": epsilon,
+        "random_state": seed,
+        **{k: v for k, v in setting.items() if not k.startswith("_")},
+    }
     estimator = network(data.bounds_X, data.bounds_y, **params)
-    with warnings.catch_warnings(record=True) as caught:
+    with warnings.catch_warnings(record=True) as caught, sep_constants(**constants):
         warnings.simplefilter("always")
         estimator.fit(X[rows], y[rows])
     for warning in caught:
@@ -451,18 +463,13 @@ def explore_sep(args):
             fit, validation = validation_split(train, 0)
             for epsilon in args.epsilons:
                 for setting in args.explore_sep:
-                    constants = {k: v for k, v in setting.items() if k.startswith("_")}
-                    params = {k: v for k, v in setting.items() if not k.startswith("_")}
                     start = time.process_time()
                     scores = []
-                    with sep_constants(**constants):
-                        for seed in range(args.explore_fits):
-                            estimator = fit_sep(
-                                data, X, y, HIDDEN_UNITS, epsilon, fit, seed, params
-                            )
-                            scores.append(
-                                rmse(estimator.predict(X[validation]), y[validation])
-                            )
+                    for seed in range(args.explore_fits):
+                        estimator = fit_sep(
+                            data, X, y, HIDDEN_UNITS, epsilon, fit, seed, setting
+                        )
+                        scores.append(rmse(estimator.predict(X[validation]), y[validation]))
                     print(
                         f"  {name} epsilon {estimator.epsilon:g} {setting}: validation RMSE "
                         f"{statistics.mean(scores):.4g} "
@@ -604,6 +611,14 @@ def main(argv=None):
         f"{HIGHER_RATES['sep']:g}, DP-SGD {HIGHER_RATES['dpsgd']:g}) before the "
         "schedules cross it",
     )
+    parser.add_argument(
+        "--sep-probes",
+        type=json.loads,
+        default=None,
+        metavar="JSON",
+        help="a JSON dict of sep.py's tuning constants or probes (keys starting "
+        "with '_', as in --explore-sep) set for every DP-SEP fit of the run",
+    )
     parser.add_argument("--save-json", type=Path, default=None)
     for method in ("sep", "dpsgd"):
         parser.add_argument(
@@ -650,6 +665,10 @@ def main(argv=None):
     if args.higher_rate:
         grid, dpsgd_grid = with_higher_rate(grid, dpsgd_grid)
     grid, dpsgd_grid = with_schedules(grid, dpsgd_grid, args.schedules)
+    if args.sep_probes:
+        if not all(key.startswith("_") for key in args.sep_probes):
+            parser.error("--sep-probes takes keys starting with '_' only")
+        grid = [{**setting, **args.sep_probes} for setting in grid]
     title = (
         f"DP-SEP ({args.sep_grid}) against DP-SGD (Opacus, "
         f"{'PRV, add/remove' if args.relation == 'add_remove' else 'substitution'}), "
@@ -663,6 +682,8 @@ def main(argv=None):
         )
     if args.schedules != ["constant"]:
         title += f", step-size schedules {' and '.join(args.schedules)}"
+    if args.sep_probes:
+        title += f", DP-SEP with {json.dumps(args.sep_probes)}"
     print(f"grids: {len(grid)} DP-SEP and {len(dpsgd_grid)} DP-SGD settings")
     print(f"{title}; python {sys.version.split()[0]}, torch {torch.__version__}")
     if args.final_fits < 1:
