@@ -147,8 +147,9 @@ PROBES = {"_ADAM_SITE_VARIANCE_SCALE": adam_site_variance_scale}
 def sep_constants(**values):
     """Within the block, the named constants of ``sep.py`` (a subset of
     ``TUNABLE_CONSTANTS``) and probes (``PROBES``) take the given values, each
-    a number in (0, 1]. Public hook wanted: none; these are the defaults' own
-    tuning, not options."""
+    a number in (0, 1]. Public hook wanted: none for the constants, the
+    defaults' own tuning; a probe becomes an option or a default once the
+    whole benchmark has measured it."""
     unknown = sorted(set(values) - set(TUNABLE_CONSTANTS) - set(PROBES))
     if unknown:
         raise ValueError(

@@ -584,7 +584,7 @@ def main(argv=None):
         metavar="JSON",
         help="a JSON list of DPSEPRegressor settings (dicts of constructor "
         "arguments, which override hidden_units and the --epsilons value, and "
-        "of sep.py's tuning constants, keys starting with '_'): print each "
+        "of sep.py's tuning constants or probes, keys starting with '_'): print each "
         "one's validation RMSE on split 0 for each of --epsilons (inf allowed) "
         "and exit",
     )
@@ -668,6 +668,12 @@ def main(argv=None):
     if args.sep_probes:
         if not all(key.startswith("_") for key in args.sep_probes):
             parser.error("--sep-probes takes keys starting with '_' only")
+        # Unknown names and values out of range fail here, before any data is read.
+        try:
+            with sep_constants(**args.sep_probes):
+                pass
+        except ValueError as error:
+            parser.error(f"--sep-probes: {error}")
         grid = [{**setting, **args.sep_probes} for setting in grid]
     title = (
         f"DP-SEP ({args.sep_grid}) against DP-SGD (Opacus, "
