@@ -424,6 +424,65 @@ def test_the_tight_accountant_calibrates_below_the_rdp_floor():
         )
 
 
+@pytest.mark.parametrize("noise_multiplier", [0.15, 0.1])
+def test_pld_epsilon_at_large_epsilons_stays_a_tight_upper_bound(noise_multiplier):
+    # Epsilons in the hundreds or thousands get a grid about 1e-4 of the
+    # epsilon wide: still never below the tight value, and within 1e-3 of
+    # the fixed 1e-3 grid's (slower) epsilon.
+    from skprivfact.accounting import PLDAccountant
+    from skprivfact.utils._testing import dp_accounting_pld_epsilon
+
+    sample_rate, steps, delta = 0.01, 1000, 1e-5
+    ours = PLDAccountant().compose(noise_multiplier, sample_rate, steps).get_epsilon(delta)
+    lower = privacy_loss_distribution.from_gaussian_mechanism(
+        noise_multiplier, pessimistic_estimate=False, value_discretization_interval=1e-2,
+        sampling_prob=sample_rate, use_connect_dots=False,
+    ).self_compose(steps).get_epsilon_for_delta(delta)
+    fine = dp_accounting_pld_epsilon(
+        [(noise_multiplier, sample_rate, steps)], "add_remove", delta,
+        value_discretization_interval=1e-3,
+    )
+    assert ours > 400
+    assert lower <= ours <= fine * (1 + 1e-3)
+    # An explicit grid is used as given.
+    coarse = PLDAccountant(value_discretization_interval=1.0)
+    assert coarse.compose(noise_multiplier, sample_rate, steps).get_epsilon(delta) > ours
+
+
+@pytest.mark.parametrize("target", [3000.0, 1e6])
+def test_pld_calibration_at_huge_epsilons_meets_the_target(target):
+    # A fixed 1e-3 grid made this search run for minutes (and never end at
+    # 1e6): the grid now scales with the epsilon, and beyond Renyi-DP
+    # epsilons of 1e6 the Renyi-DP bound is used.
+    sample_rate, steps, delta = 0.01, 4000, 1e-5
+    sigma = calibrate_noise_multiplier(
+        target, delta, sample_rate=sample_rate, steps=steps, accountant="pld",
+        neighbouring_relation="substitution",
+    )
+    rdp_sigma = calibrate_noise_multiplier(
+        target, delta, sample_rate=sample_rate, steps=steps,
+        neighbouring_relation="substitution",
+    )
+    spent = make_accountant("pld", "substitution").compose(sigma, sample_rate, steps)
+    assert spent.get_epsilon(delta) <= target
+    assert sigma <= rdp_sigma
+    if target == 3000.0:
+        # Tight where the grid is computed: a 1% smaller multiplier misses.
+        assert sigma < 0.9 * rdp_sigma
+        below = make_accountant("pld", "substitution").compose(
+            sigma / 1.01, sample_rate, steps
+        )
+        assert below.get_epsilon(delta) > target
+
+
+@pytest.mark.parametrize("interval", [0, -1e-3, float("inf"), float("nan"), "1e-3"])
+def test_pld_accountant_rejects_a_bad_grid_width(interval):
+    from skprivfact.accounting import PLDAccountant
+
+    with pytest.raises(ValueError, match="value_discretization_interval must be a positive"):
+        PLDAccountant(value_discretization_interval=interval)
+
+
 @pytest.mark.parametrize(
     "target, delta, sample_rate, steps, relation",
     [
