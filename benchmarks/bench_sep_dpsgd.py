@@ -8,6 +8,7 @@ needs the ``baseline`` extra: torch and opacus)::
         [--relation add_remove|substitution] [--tune-splits K] [--final-fits R]
         [--settings-from PATH ...] [--save-json PATH] [--tables-from-json PATH ...]
         [--schedules constant [linear]] [--higher-rate] [--sep-probes JSON]
+        [--sep-clip-norms C ...]
         [--explore-sep JSON [--explore-fits R]]
 
 Protocol, per data set, epsilon and split (the random 90/10 splits of
@@ -60,6 +61,9 @@ clipped to ``bounds_y`` for both):
   DP-SEP fit of the run, tuning and final fits alike, so that a change
   explored on validation rows is measured by the whole protocol before it
   becomes a default.
+- ``--sep-clip-norms C ...`` crosses DP-SEP's grid with these clipping
+  norms (each setting gets ``clip_norm``), as DP-SGD's grid has two; without
+  it DP-SEP keeps its default norm.
 - ``--tune-splits K`` searches the grids on the first K splits only (to
   bound the run time on protein); later splits train the setting chosen most
   often there, and DP-SGD's noise variance still comes from their own
@@ -619,6 +623,14 @@ def main(argv=None):
         help="a JSON dict of sep.py's tuning constants or probes (keys starting "
         "with '_', as in --explore-sep) set for every DP-SEP fit of the run",
     )
+    parser.add_argument(
+        "--sep-clip-norms",
+        type=float,
+        nargs="+",
+        default=None,
+        metavar="C",
+        help="cross DP-SEP's grid with these clipping norms (default: its own)",
+    )
     parser.add_argument("--save-json", type=Path, default=None)
     for method in ("sep", "dpsgd"):
         parser.add_argument(
@@ -675,6 +687,14 @@ def main(argv=None):
         except ValueError as error:
             parser.error(f"--sep-probes: {error}")
         grid = [{**setting, **args.sep_probes} for setting in grid]
+    if args.sep_clip_norms:
+        if not all(0 < norm < math.inf for norm in args.sep_clip_norms):
+            parser.error("--sep-clip-norms takes positive finite norms")
+        grid = [
+            {**setting, "clip_norm": norm}
+            for norm in args.sep_clip_norms
+            for setting in grid
+        ]
     title = (
         f"DP-SEP ({args.sep_grid}) against DP-SGD (Opacus, "
         f"{'PRV, add/remove' if args.relation == 'add_remove' else 'substitution'}), "
@@ -690,6 +710,8 @@ def main(argv=None):
         title += f", step-size schedules {' and '.join(args.schedules)}"
     if args.sep_probes:
         title += f", DP-SEP with {json.dumps(args.sep_probes)}"
+    if args.sep_clip_norms:
+        title += f", DP-SEP clipping norms {' and '.join(f'{c:g}' for c in args.sep_clip_norms)}"
     print(f"grids: {len(grid)} DP-SEP and {len(dpsgd_grid)} DP-SGD settings")
     print(f"{title}; python {sys.version.split()[0]}, torch {torch.__version__}")
     if args.final_fits < 1:
