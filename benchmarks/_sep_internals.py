@@ -22,7 +22,7 @@ function says what public hook of ``sep.py`` would replace it:
   repeated; no option is wanted for them;
 - the variances at which the Adam phase computes its sites (a probe,
   ``adam_site_variance_scale``: ``sep._AdamMeans._cavity`` is replaced for
-  the block).
+  the block); its limit at 0 is the option ``adam_sites="means"``.
 """
 
 import contextlib
@@ -122,7 +122,9 @@ def adam_site_variance_scale(scale):
     means (noise variance fixed by the warm-up), and each precision site to
     the diagonal Gauss-Newton term ``(d mu / d w)**2 / sigma**2``: a probe of
     whether sites at the means should replace the sites at the cavity.
-    Public hook wanted: none yet (an option if they should)."""
+    The limit is the option ``adam_sites="means"`` (with its own precision
+    weight and warm-up share); the probe reaches the values in between.
+    Public hook wanted: none."""
     original = _sep._AdamMeans._cavity
 
     def cavity(self, n_weights):

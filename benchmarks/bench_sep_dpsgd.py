@@ -8,7 +8,7 @@ needs the ``baseline`` extra: torch and opacus)::
         [--relation add_remove|substitution] [--tune-splits K] [--final-fits R]
         [--settings-from PATH ...] [--save-json PATH] [--tables-from-json PATH ...]
         [--schedules constant [linear]] [--higher-rate] [--sep-probes JSON]
-        [--sep-clip-norms C ...]
+        [--sep-clip-norms C ...] [--sep-params JSON]
         [--explore-sep JSON [--explore-fits R]]
 
 Protocol, per data set, epsilon and split (the random 90/10 splits of
@@ -64,6 +64,9 @@ clipped to ``bounds_y`` for both):
 - ``--sep-clip-norms C ...`` crosses DP-SEP's grid with these clipping
   norms (each setting gets ``clip_norm``), as DP-SGD's grid has two; without
   it DP-SEP keeps its default norm.
+- ``--sep-params JSON`` sets constructor arguments of ``DPSEPRegressor``
+  (a dict, e.g. ``{"adam_sites": "means"}``) for every DP-SEP setting of the
+  run, before ``--sep-clip-norms`` crosses the grid.
 - ``--tune-splits K`` searches the grids on the first K splits only (to
   bound the run time on protein); later splits train the setting chosen most
   often there, and DP-SGD's noise variance still comes from their own
@@ -631,6 +634,14 @@ def main(argv=None):
         metavar="C",
         help="cross DP-SEP's grid with these clipping norms (default: its own)",
     )
+    parser.add_argument(
+        "--sep-params",
+        type=json.loads,
+        default=None,
+        metavar="JSON",
+        help="a JSON dict of DPSEPRegressor constructor arguments set for every "
+        "DP-SEP setting of the run",
+    )
     parser.add_argument("--save-json", type=Path, default=None)
     for method in ("sep", "dpsgd"):
         parser.add_argument(
@@ -687,6 +698,15 @@ def main(argv=None):
         except ValueError as error:
             parser.error(f"--sep-probes: {error}")
         grid = [{**setting, **args.sep_probes} for setting in grid]
+    if args.sep_params:
+        from skprivfact import DPSEPRegressor
+
+        # Unknown or invalid arguments fail here, before any data is read.
+        try:
+            DPSEPRegressor(**args.sep_params)._validate_params()
+        except (TypeError, ValueError) as error:
+            parser.error(f"--sep-params: {error}")
+        grid = [{**setting, **args.sep_params} for setting in grid]
     if args.sep_clip_norms:
         if not all(0 < norm < math.inf for norm in args.sep_clip_norms):
             parser.error("--sep-clip-norms takes positive finite norms")
@@ -710,6 +730,8 @@ def main(argv=None):
         title += f", step-size schedules {' and '.join(args.schedules)}"
     if args.sep_probes:
         title += f", DP-SEP with {json.dumps(args.sep_probes)}"
+    if args.sep_params:
+        title += f", DP-SEP with {json.dumps(args.sep_params)}"
     if args.sep_clip_norms:
         title += f", DP-SEP clipping norms {' and '.join(f'{c:g}' for c in args.sep_clip_norms)}"
     print(f"grids: {len(grid)} DP-SEP and {len(dpsgd_grid)} DP-SGD settings")

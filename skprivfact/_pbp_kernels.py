@@ -28,7 +28,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-__all__ = ["mlp_predictive_moments", "mlp_sites", "noise_sites"]
+__all__ = ["mlp_mean_sites", "mlp_predictive_moments", "mlp_sites", "noise_sites"]
 
 _INV_SQRT_2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
@@ -261,6 +261,78 @@ def mlp_sites(X, y, weight_mean, weight_var, n_hidden, noise_shape, noise_rate,
             d_shape, d_rate = _noise_site(y[i], m_z, v_z, noise_shape, noise_rate)
             sites[i, 2 * n_weights] = d_shape
             sites[i, 2 * n_weights + 1] = d_rate
+    return sites
+
+
+# Serial, as mlp_sites.
+@njit(cache=True, nogil=True)
+def mlp_mean_sites(X, y, weight_mean, n_hidden, noise_variance):
+    """Each row's sites at the weight means: the limit of :func:`mlp_sites`
+    as every weight variance goes to zero.
+
+    The network is evaluated at the means (a plain ReLU network). With
+    ``g = d mu / d w`` the gradient of its output ``mu`` and ``r = y - mu``,
+    the limit of the shift site less the mean times the precision site is
+    ``r g / noise_variance``, the gradient of the Gaussian log-likelihood,
+    and that of the precision site ``g**2 / noise_variance``, the diagonal
+    of the Gauss-Newton matrix.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_rows, n_inputs)
+        Scaled inputs of the batch.
+    y : ndarray of shape (n_rows,)
+        Scaled targets of the batch.
+    weight_mean : ndarray of shape (n_weights,)
+        Means of the weights.
+    n_hidden : int
+        Number of hidden units.
+    noise_variance : float
+        Variance of the observation noise, positive.
+
+    Returns
+    -------
+    sites : ndarray of shape (n_rows, 2 * n_weights)
+        Per row: the precision site of each weight, then the gradient of the
+        row's log-likelihood in each weight.
+    """
+    n_rows, n_inputs = X.shape
+    n_weights = weight_mean.shape[0]
+    row_len = n_inputs + 1
+    out_offset = n_hidden * row_len
+    input_scale = 1.0 / math.sqrt(row_len)
+    out_scale = 1.0 / math.sqrt(n_hidden + 1)
+    sites = np.zeros((n_rows, 2 * n_weights))
+    hidden = np.empty(n_hidden)
+    active = np.empty(n_hidden, dtype=np.bool_)
+    slope = np.empty(n_weights)
+    for i in range(n_rows):
+        x = X[i]
+        out = weight_mean[out_offset + n_hidden]
+        for k in range(n_hidden):
+            base = k * row_len
+            pre = weight_mean[base + n_inputs]
+            for j in range(n_inputs):
+                pre += weight_mean[base + j] * x[j]
+            pre *= input_scale
+            # The ReLU's derivative at 0 is taken as 0, the limit of Phi
+            # for a mean at 0 being 1/2 on a set of measure zero.
+            active[k] = pre > 0.0
+            hidden[k] = pre if active[k] else 0.0
+            out += weight_mean[out_offset + k] * hidden[k]
+        out *= out_scale
+        for k in range(n_hidden):
+            slope[out_offset + k] = hidden[k] * out_scale
+            base = k * row_len
+            unit_slope = weight_mean[out_offset + k] * out_scale * input_scale if active[k] else 0.0
+            for j in range(n_inputs):
+                slope[base + j] = unit_slope * x[j]
+            slope[base + n_inputs] = unit_slope
+        slope[out_offset + n_hidden] = out_scale
+        residual_over_variance = (y[i] - out) / noise_variance
+        for w in range(n_weights):
+            sites[i, w] = slope[w] * slope[w] / noise_variance
+            sites[i, n_weights + w] = residual_over_variance * slope[w]
     return sites
 
 

@@ -16,7 +16,12 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from skprivfact import sep
-from skprivfact._pbp_kernels import mlp_predictive_moments, mlp_sites, noise_sites
+from skprivfact._pbp_kernels import (
+    mlp_mean_sites,
+    mlp_predictive_moments,
+    mlp_sites,
+    noise_sites,
+)
 from skprivfact.accounting import calibrate_noise_multiplier, make_accountant
 from skprivfact.exceptions import PrivacyLeakWarning, ReproducibleNoiseWarning
 from skprivfact.privacy import PrivacyBudget, PrivacyEngine, plan_privacy
@@ -221,6 +226,48 @@ def test_mlp_sites_match_finite_differences_of_log_z(learn_noise):
         )
     else:
         assert np.all(sites[:, -2:] == 0)
+
+
+def test_mlp_mean_sites_are_the_zero_variance_limit_of_the_sites():
+    n_inputs, n_hidden, n_rows = 3, 4, 6
+    weight_mean, _ = random_cavity(n_inputs, n_hidden, seed=4)
+    rng = np.random.RandomState(5)
+    X = rng.uniform(-1, 1, size=(n_rows, n_inputs))
+    y = rng.uniform(-1, 1, size=n_rows)
+    noise_var = 0.3
+    n_weights = weight_mean.size
+    at_means = mlp_mean_sites(X, y, weight_mean, n_hidden, noise_var)
+    assert at_means.shape == (n_rows, 2 * n_weights)
+    # The cavity's sites as the variances shrink: precision site, and shift
+    # site less the mean times it (the released gradient).
+    tiny = mlp_sites(
+        X, y, weight_mean, np.full(n_weights, 1e-9), n_hidden, 2.0, 0.1, False, noise_var
+    )
+    precision = tiny[:, :n_weights]
+    np.testing.assert_allclose(at_means[:, :n_weights], precision, atol=1e-5)
+    np.testing.assert_allclose(
+        at_means[:, n_weights:], tiny[:, n_weights : 2 * n_weights] - weight_mean * precision,
+        atol=1e-5,
+    )
+
+    # And the derivatives of the Gaussian log-likelihood at the means.
+    def output(weights, x):
+        return mlp_predictive_moments(x[None], weights, np.zeros(n_weights), n_hidden)[0][0]
+
+    step = 1e-6
+    for i in range(n_rows):
+        slope = np.array(
+            [
+                (output(weight_mean + step * e, X[i]) - output(weight_mean - step * e, X[i]))
+                / (2 * step)
+                for e in np.eye(n_weights)
+            ]
+        )
+        residual = y[i] - output(weight_mean, X[i])
+        np.testing.assert_allclose(at_means[i, :n_weights], slope**2 / noise_var, atol=1e-7)
+        np.testing.assert_allclose(
+            at_means[i, n_weights:], residual * slope / noise_var, atol=1e-7
+        )
 
 
 def test_mlp_sites_are_zero_where_the_moment_match_fails():
@@ -1682,25 +1729,33 @@ def record_clips_and_releases(monkeypatch, clip=None):
     return events
 
 
-def test_adam_releases_are_sums_of_clipped_rows(monkeypatch):
+@pytest.mark.parametrize("adam_sites, n_warmup", [("cavity", 4), ("means", 1)])
+def test_adam_releases_are_sums_of_clipped_rows(adam_sites, n_warmup, monkeypatch):
     events = record_clips_and_releases(monkeypatch)
     X, y = make_sine(300)
     X = X * 30.0  # far beyond the bounds: clipped inputs, large sites
-    reg = DPSEPRegressor(epsilon=1.0, clip_norm=0.3, batch_size=30, max_iter=4, **ADAM_PARAMS)
+    reg = DPSEPRegressor(
+        epsilon=1.0, clip_norm=0.3, batch_size=30, max_iter=4, adam_sites=adam_sites,
+        **ADAM_PARAMS,
+    )
     reg.fit(X, y)
     assert reg.model_ == "mlp" and reg.noise_multiplier_ > 0
     main = [e for e in events if e[0] == "release" and not e[3]]
     assert len(main) == 4 * 10 == reg.accountant_.steps - 1
-    # After the SEP warm-up (4 of the 40 updates) the released vector is
-    # [precision sites, gradients]: two blocks of the weights, no Gamma.
+    # After the SEP warm-up (a tenth of the 40 updates; one with the sites
+    # at the means) the released vector is [precision sites, gradients]:
+    # two blocks of the weights, no Gamma.
     n_weights = reg._model.n_weights
-    assert [e[1].size for e in main] == [2 * n_weights + 2] * 4 + [2 * n_weights] * 36
+    assert [e[1].size for e in main] == (
+        [2 * n_weights + 2] * n_warmup + [2 * n_weights] * (40 - n_warmup)
+    )
     assert update_release_violations(events, 0.3) == []
     clips = [e for e in events if e[0] == "clip" and e[1].shape[0] > 1]
     assert max(np.linalg.norm(e[1], axis=1).max() for e in clips) > 0.299
 
 
-def test_adam_release_check_catches_an_unclipped_gradient(monkeypatch):
+@pytest.mark.parametrize("adam_sites", ["cavity", "means"])
+def test_adam_release_check_catches_an_unclipped_gradient(adam_sites, monkeypatch):
     # The contract check of the test above, on a deliberately broken variant
     # whose clip lets the Adam phase's rows through unclipped: caught.
     from skprivfact.mechanisms import clip_rows
@@ -1716,7 +1771,8 @@ def test_adam_release_check_catches_an_unclipped_gradient(monkeypatch):
     X, y = make_sine(300)
     X = X * 30.0
     DPSEPRegressor(
-        epsilon=1.0, clip_norm=0.3, batch_size=30, max_iter=4, **ADAM_PARAMS
+        epsilon=1.0, clip_norm=0.3, batch_size=30, max_iter=4, adam_sites=adam_sites,
+        **ADAM_PARAMS,
     ).fit(X, y)
     violations = update_release_violations(events, 0.3)
     assert violations and all("beyond the clip norm" in v for v in violations)
@@ -1831,6 +1887,26 @@ def test_adam_recovers_a_nonlinear_function_and_its_noise_level():
     ).fit(X, y)
     sep_rmse = np.sqrt(np.mean((sep_reg.predict(X_test) - y_test) ** 2))
     assert rmse < sep_rmse
+
+
+def test_adam_at_the_means_recovers_a_nonlinear_function_and_its_noise_level():
+    X, y = make_sine(4000, noise_std=0.1)
+    X_test, y_test = make_sine(1000, seed=1, noise_std=0.0)
+    # (epsilon, clip_norm, bound on the test RMSE, range of the noise variance).
+    for epsilon, clip_norm, rmse_bound, variance_range in [
+        (INF, None, 0.07, (0.008, 0.015)),
+        (4.0, 1.0, 0.1, (0.0, 0.03)),
+    ]:
+        reg = DPSEPRegressor(
+            epsilon=epsilon, clip_norm=clip_norm, batch_size=200, max_iter=40,
+            learning_rate=0.03, adam_sites="means", **ADAM_PARAMS,
+        ).fit(X, y)
+        rmse = np.sqrt(np.mean((reg.predict(X_test) - y_test) ** 2))
+        assert rmse < rmse_bound, (epsilon, rmse)
+        assert variance_range[0] < reg.noise_variance_ < variance_range[1], epsilon
+        # A posterior, not a point: every weight keeps a positive variance
+        # below the prior's.
+        assert np.all(reg.weights_variance_ > 0) and np.all(reg.weights_variance_ < 1)
 
 
 def record_adam_steps(monkeypatch):
