@@ -110,7 +110,12 @@ def network_start(factor):
 # Module constants of sep.py that bench_sep_dpsgd.py's --explore-sep may set:
 # the ones whose values its comments justify by validation RMSE and that no
 # constructor argument reaches.
-TUNABLE_CONSTANTS = ("_ADAM_WARMUP_FRACTION", "_ADAM_PRECISION_WEIGHT")
+TUNABLE_CONSTANTS = (
+    "_ADAM_WARMUP_FRACTION",
+    "_ADAM_PRECISION_WEIGHT",
+    "_ADAM_MEANS_WARMUP_FRACTION",
+    "_ADAM_MEANS_PRECISION_WEIGHT",
+)
 
 
 @contextlib.contextmanager

@@ -315,8 +315,8 @@ def mlp_mean_sites(X, y, weight_mean, n_hidden, noise_variance):
             for j in range(n_inputs):
                 pre += weight_mean[base + j] * x[j]
             pre *= input_scale
-            # The ReLU's derivative at 0 is taken as 0, the limit of Phi
-            # for a mean at 0 being 1/2 on a set of measure zero.
+            # At a pre-activation of exactly 0 the slope is taken as 0 (the
+            # limit of Phi there is 1/2; a set of measure zero).
             active[k] = pre > 0.0
             hidden[k] = pre if active[k] else 0.0
             out += weight_mean[out_offset + k] * hidden[k]

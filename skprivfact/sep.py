@@ -737,9 +737,9 @@ def _fit_sep(
     ``_ADAM_MEANS_WARMUP_FRACTION`` of the updates (at least one), the
     weight ``_ADAM_MEANS_PRECISION_WEIGHT``, and each row's sites are taken
     at the weight means (``model.mean_sites``: the log-likelihood's gradient
-    and the Gauss-Newton precision). Averages are then taken over the last ``averaging_fraction``
-    of these updates, and the returned noise std is 0 (the means are not a
-    damped average of noisy sites). With ``release_noise_variance`` the noise
+    and the Gauss-Newton precision). Averages are then taken over the last
+    ``averaging_fraction`` of these updates, and the returned noise std is
+    0 (the means are not a damped average of noisy sites). With ``release_noise_variance`` the noise
     Gamma's site then comes from :func:`_released_noise_site` (``y_range``:
     the target's bounds in scaled units, or None), released before the last
     progress line.
