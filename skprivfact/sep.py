@@ -739,10 +739,10 @@ def _fit_sep(
     at the weight means (``model.mean_sites``: the log-likelihood's gradient
     and the Gauss-Newton precision). Averages are then taken over the last
     ``averaging_fraction`` of these updates, and the returned noise std is
-    0 (the means are not a damped average of noisy sites). With ``release_noise_variance`` the noise
-    Gamma's site then comes from :func:`_released_noise_site` (``y_range``:
-    the target's bounds in scaled units, or None), released before the last
-    progress line.
+    0 (the means are not a damped average of noisy sites). With
+    ``release_noise_variance`` the noise Gamma's site then comes from
+    :func:`_released_noise_site` (``y_range``: the target's bounds in scaled
+    units, or None), released before the last progress line.
     """
     n_samples = X.shape[0]
     sample_rate = engine.plan.sample_rate
