@@ -90,15 +90,16 @@ _AUTO_MLP_MAX_PASSES = 400
 # less than the defaults' own runs differ (up to 4% on kin8nm).
 _ADAM_WARMUP_FRACTION = 0.1
 _ADAM_PRECISION_WEIGHT = 0.1
-# adam_sites="means": the same two constants. The warm-up only has to set
-# the noise Gamma from the data (a few updates; at least one), and the
-# Gauss-Newton precision sites, larger than the cavity's on well-fitted
-# rows, take a smaller weight. Chosen with the warm-up share 0.001 and
-# weight 0.01 by bench_sep_dpsgd.py --explore-sep on naval, kin8nm and
-# power-plant (the probe _ADAM_SITE_VARIANCE_SCALE, whose limit these sites
-# are): on naval's validation rows at epsilon 3, 0.0036 against the
-# cavity's 0.0053 (4 fits each).
-_ADAM_MEANS_WARMUP_FRACTION = 0.001
+# adam_sites="means": the weight of the Gauss-Newton precision sites, larger
+# than the cavity's on well-fitted rows. Chosen with bench_sep_dpsgd.py
+# --explore-sep on naval, kin8nm and power-plant (the probe
+# _ADAM_SITE_VARIANCE_SCALE, whose limit these sites are): on naval's
+# validation rows at epsilon 3, 0.0036 against the cavity's 0.0053 (4 fits
+# each). There is no warm-up: the noise variance in the released gradients
+# is the prior's, fixed, since one learned from noisy warm-up releases
+# rescaled the gradients against clip_norm differently in every fit (on
+# naval at epsilon 3, validation RMSE from 0.0016 to 0.0048 as it went from
+# 0.08 to 0.37).
 _ADAM_MEANS_PRECISION_WEIGHT = 0.01
 # batch_size="auto" under mean_update="adam": n_samples // 32 rows between 1
 # and this many (the batch of the validated settings).
@@ -644,12 +645,17 @@ class _AdamMeans:
             self.site_precision_sum += self.site_precision
             self.n_averaged += 1
 
-    def factor(self, model):
-        """The factor of the averaged means and precision sites."""
+    def noise_variance(self, model):
+        """The noise variance of the cavity the sites are computed at."""
+        return model.noise_var(*self._cavity(model.n_weights)[-2:])
+
+    def factor(self, model, precision_scale=1.0):
+        """The factor of the averaged means and precision sites (the latter
+        times ``precision_scale``)."""
         n_weights = model.n_weights
         prior, n_samples = self.prior, self.n_samples
         mean = self.mean_sum / self.n_averaged
-        site_precision = self.site_precision_sum / self.n_averaged
+        site_precision = precision_scale * self.site_precision_sum / self.n_averaged
         precision = prior[:n_weights] + n_samples * site_precision
         shift = (precision * mean - prior[n_weights : 2 * n_weights]) / n_samples
         return np.concatenate([site_precision, shift, self.noise_site])
@@ -733,11 +739,12 @@ def _fit_sep(
     update above, the means by one Adam step of size ``learning_rate`` on
     the released gradient plus the prior's (``learning_rate_schedule=
     "linear"``: times ``1 - u / U`` at the Adam phase's update ``u = 0, ...,
-    U - 1``). With ``adam_sites="means"`` the warm-up is
-    ``_ADAM_MEANS_WARMUP_FRACTION`` of the updates (at least one), the
-    weight ``_ADAM_MEANS_PRECISION_WEIGHT``, and each row's sites are taken
-    at the weight means (``model.mean_sites``: the log-likelihood's gradient
-    and the Gauss-Newton precision). Averages are then taken over the last
+    U - 1``). With ``adam_sites="means"`` there is no warm-up, the weight is
+    ``_ADAM_MEANS_PRECISION_WEIGHT``, and each row's sites are taken at the
+    weight means (``model.mean_sites``: the log-likelihood's gradient and
+    the Gauss-Newton precision) with the prior's noise variance; once the
+    noise Gamma's site is released, the precision sites are rescaled from
+    that variance to the posterior's (post-processing). Averages are then taken over the last
     ``averaging_fraction`` of these updates, and the returned noise std is
     0 (the means are not a damped average of noisy sites). With
     ``release_noise_variance`` the noise Gamma's site then comes from
@@ -756,7 +763,7 @@ def _fit_sep(
     if not adam:
         warmup_steps = n_steps
     elif adam_sites == "means":
-        warmup_steps = min(max(1, round(_ADAM_MEANS_WARMUP_FRACTION * n_steps)), n_steps - 1)
+        warmup_steps = 0
     else:
         warmup_steps = min(round(_ADAM_WARMUP_FRACTION * n_steps), n_steps - 1)
     # Adam's iterates are averaged over its own updates only.
@@ -777,7 +784,8 @@ def _fit_sep(
                     prior,
                     factor,
                     n_samples,
-                    n_samples * running_noise,
+                    # A factor that no release has moved carries no noise.
+                    n_samples * running_noise if warmup_steps else 0.0,
                     learning_rate,
                     n_updates_planned=n_steps - warmup_steps,
                     linear_decay=learning_rate_schedule == "linear",
@@ -789,9 +797,17 @@ def _fit_sep(
             if step == n_steps - 1:
                 factor = means.factor(model)
                 if release_noise_variance:
-                    factor[-2:] = _released_noise_site(
+                    noise_site = _released_noise_site(
                         model, prior + n_samples * factor, X, y, engine, y_range
                     )
+                    if adam_sites == "means":
+                        # The precision sites are in units of the noise
+                        # variance they were computed with: move them to
+                        # the released one.
+                        used = means.noise_variance(model)
+                        noise = prior[-2:] + n_samples * noise_site
+                        factor = means.factor(model, used / model.noise_var(*noise))
+                    factor[-2:] = noise_site
             if (step + 1) % steps_per_pass == 0:
                 progress.update(
                     (step + 1) // steps_per_pass, epsilon_spent=lambda: engine.spent[0]
@@ -1038,9 +1054,13 @@ class DPSEPRegressor(
         ``r / s2 * d mu / d w`` (``r`` the residual, ``s2`` the noise
         variance, ``mu`` the network's output at the means) next to the
         diagonal Gauss-Newton precision ``(d mu / d w)**2 / s2`` weighted by
-        0.01, after a SEP warm-up of a thousandth of the updates (at least
-        one) that sets the noise Gamma. The moment match's log normalizer
-        also rewards a smaller predictive variance, which slows the fit of
+        0.01, from the first update (no SEP warm-up). ``s2`` is the prior's
+        noise variance (0.1 in the scaled units) or the fixed
+        ``noise_variance``, the same in every fit, so that ``clip_norm``
+        bounds ``r * d mu / d w`` at ``clip_norm * s2``; with the noise
+        level learned, the precisions are rescaled at the end to the
+        released noise variance. The moment match's log normalizer also
+        rewards a smaller predictive variance, which slows the fit of
         targets with small residuals; at the means it does not. The
         release, its clipping and its noise are those of "cavity"; which
         predicts better depends on the data (the privacy guide measures

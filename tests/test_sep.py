@@ -1729,7 +1729,7 @@ def record_clips_and_releases(monkeypatch, clip=None):
     return events
 
 
-@pytest.mark.parametrize("adam_sites, n_warmup", [("cavity", 4), ("means", 1)])
+@pytest.mark.parametrize("adam_sites, n_warmup", [("cavity", 4), ("means", 0)])
 def test_adam_releases_are_sums_of_clipped_rows(adam_sites, n_warmup, monkeypatch):
     events = record_clips_and_releases(monkeypatch)
     X, y = make_sine(300)
@@ -1742,7 +1742,7 @@ def test_adam_releases_are_sums_of_clipped_rows(adam_sites, n_warmup, monkeypatc
     assert reg.model_ == "mlp" and reg.noise_multiplier_ > 0
     main = [e for e in events if e[0] == "release" and not e[3]]
     assert len(main) == 4 * 10 == reg.accountant_.steps - 1
-    # After the SEP warm-up (a tenth of the 40 updates; one with the sites
+    # After the SEP warm-up (a tenth of the 40 updates; none with the sites
     # at the means) the released vector is [precision sites, gradients]:
     # two blocks of the weights, no Gamma.
     n_weights = reg._model.n_weights
@@ -1907,6 +1907,47 @@ def test_adam_at_the_means_recovers_a_nonlinear_function_and_its_noise_level():
         # A posterior, not a point: every weight keeps a positive variance
         # below the prior's.
         assert np.all(reg.weights_variance_ > 0) and np.all(reg.weights_variance_ < 1)
+
+
+@pytest.mark.parametrize("noise_variance", [None, 0.02])
+def test_adam_at_the_means_uses_one_noise_variance_and_rescales_the_precisions(
+    noise_variance, monkeypatch
+):
+    # Every fit's gradients are taken at the same noise variance (the
+    # prior's, or the fixed one), never at one learned from noisy releases;
+    # with the noise level learned, the precision sites are moved at the end
+    # from that variance to the released one.
+    used, scales = [], []
+    original_sites = sep._NetworkModel.mean_sites
+    original_factor = sep._AdamMeans.factor
+
+    def sites_spy(self, X, y, mean, cavity):
+        used.append(self.noise_var(cavity[-2], cavity[-1]))
+        return original_sites(self, X, y, mean, cavity)
+
+    def factor_spy(self, model, precision_scale=1.0):
+        scales.append(precision_scale)
+        return original_factor(self, model, precision_scale)
+
+    monkeypatch.setattr(sep._NetworkModel, "mean_sites", sites_spy)
+    monkeypatch.setattr(sep._AdamMeans, "factor", factor_spy)
+    X, y = make_sine(400)
+    for epsilon in (1.0, INF):
+        used.clear()
+        scales.clear()
+        reg = DPSEPRegressor(
+            epsilon=epsilon, batch_size=40, max_iter=3, adam_sites="means",
+            noise_variance=noise_variance, **ADAM_PARAMS,
+        ).fit(X, y)
+        scaled_noise = reg.noise_variance_ / reg.y_scale_**2
+        if noise_variance is None:
+            prior_shape, prior_rate = reg._model.prior()[-2:]
+            assert set(used) == {prior_rate / (prior_shape - 1)}
+            assert scales[-1] == pytest.approx(used[0] / scaled_noise)
+            assert scales[-1] != pytest.approx(1.0)
+        else:
+            assert used and used == pytest.approx([scaled_noise] * len(used))
+            assert scales == [1.0]
 
 
 def record_adam_steps(monkeypatch):
