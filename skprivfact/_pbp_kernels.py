@@ -324,7 +324,9 @@ def mlp_mean_sites(X, y, weight_mean, n_hidden, noise_variance):
         for k in range(n_hidden):
             slope[out_offset + k] = hidden[k] * out_scale
             base = k * row_len
-            unit_slope = weight_mean[out_offset + k] * out_scale * input_scale if active[k] else 0.0
+            unit_slope = 0.0
+            if active[k]:
+                unit_slope = weight_mean[out_offset + k] * out_scale * input_scale
             for j in range(n_inputs):
                 slope[base + j] = unit_slope * x[j]
             slope[base + n_inputs] = unit_slope

@@ -744,9 +744,10 @@ def _fit_sep(
     weight means (``model.mean_sites``: the log-likelihood's gradient and
     the Gauss-Newton precision) with the prior's noise variance; once the
     noise Gamma's site is released, the precision sites are rescaled from
-    that variance to the posterior's (post-processing). Averages are then taken over the last
-    ``averaging_fraction`` of these updates, and the returned noise std is
-    0 (the means are not a damped average of noisy sites). With
+    that variance to the posterior's (post-processing). Averages are then
+    taken over the last ``averaging_fraction`` of these updates, and the
+    returned noise std is 0 (the means are not a damped average of noisy
+    sites). With
     ``release_noise_variance`` the noise Gamma's site then comes from
     :func:`_released_noise_site` (``y_range``: the target's bounds in scaled
     units, or None), released before the last progress line.
