@@ -126,9 +126,10 @@ def adam_site_variance_scale(scale):
     means (noise variance fixed by the warm-up), and each precision site to
     the diagonal Gauss-Newton term ``(d mu / d w)**2 / sigma**2``: a probe of
     whether sites at the means should replace the sites at the cavity.
-    The limit is the option ``adam_sites="means"`` (with its own precision
-    weight and warm-up share); the probe reaches the values in between.
-    Public hook wanted: none."""
+    The limit is close to the option ``adam_sites="means"``, which also
+    drops the warm-up and takes the noise variance from the prior instead of
+    the warm-up; the probe reaches the values in between. Public hook
+    wanted: none."""
     original = _sep._AdamMeans._cavity
 
     def cavity(self, n_weights):

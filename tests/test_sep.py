@@ -1862,7 +1862,8 @@ def test_adam_with_the_scaling_release_shares_the_preliminary_budget():
     assert 0.99 <= reg.privacy_spent_[0] <= 1.0
 
 
-def test_adam_recovers_a_nonlinear_function_and_its_noise_level():
+@pytest.mark.parametrize("adam_sites", ["cavity", "means"])
+def test_adam_recovers_a_nonlinear_function_and_its_noise_level(adam_sites):
     X, y = make_sine(4000, noise_std=0.1)
     X_test, y_test = make_sine(1000, seed=1, noise_std=0.0)
     # (epsilon, clip_norm, bound on the test RMSE, range of the noise variance).
@@ -1875,31 +1876,7 @@ def test_adam_recovers_a_nonlinear_function_and_its_noise_level():
     ]:
         reg = DPSEPRegressor(
             epsilon=epsilon, clip_norm=clip_norm, batch_size=200, max_iter=40,
-            learning_rate=0.03, **ADAM_PARAMS,
-        ).fit(X, y)
-        rmse = np.sqrt(np.mean((reg.predict(X_test) - y_test) ** 2))
-        assert rmse < rmse_bound, (epsilon, rmse)
-        assert variance_range[0] < reg.noise_variance_ < variance_range[1], epsilon
-    # Plain SEP at the same budget and passes: Adam is better.
-    sep_reg = DPSEPRegressor(
-        epsilon=4.0, clip_norm=1.0, batch_size=200, max_iter=40,
-        **{**ADAM_PARAMS, "mean_update": "sep"},
-    ).fit(X, y)
-    sep_rmse = np.sqrt(np.mean((sep_reg.predict(X_test) - y_test) ** 2))
-    assert rmse < sep_rmse
-
-
-def test_adam_at_the_means_recovers_a_nonlinear_function_and_its_noise_level():
-    X, y = make_sine(4000, noise_std=0.1)
-    X_test, y_test = make_sine(1000, seed=1, noise_std=0.0)
-    # (epsilon, clip_norm, bound on the test RMSE, range of the noise variance).
-    for epsilon, clip_norm, rmse_bound, variance_range in [
-        (INF, None, 0.07, (0.008, 0.015)),
-        (4.0, 1.0, 0.1, (0.0, 0.03)),
-    ]:
-        reg = DPSEPRegressor(
-            epsilon=epsilon, clip_norm=clip_norm, batch_size=200, max_iter=40,
-            learning_rate=0.03, adam_sites="means", **ADAM_PARAMS,
+            learning_rate=0.03, adam_sites=adam_sites, **ADAM_PARAMS,
         ).fit(X, y)
         rmse = np.sqrt(np.mean((reg.predict(X_test) - y_test) ** 2))
         assert rmse < rmse_bound, (epsilon, rmse)
@@ -1907,6 +1884,13 @@ def test_adam_at_the_means_recovers_a_nonlinear_function_and_its_noise_level():
         # A posterior, not a point: every weight keeps a positive variance
         # below the prior's.
         assert np.all(reg.weights_variance_ > 0) and np.all(reg.weights_variance_ < 1)
+    # Plain SEP at the same budget and passes: Adam is better.
+    sep_reg = DPSEPRegressor(
+        epsilon=4.0, clip_norm=1.0, batch_size=200, max_iter=40,
+        **{**ADAM_PARAMS, "mean_update": "sep"},
+    ).fit(X, y)
+    sep_rmse = np.sqrt(np.mean((sep_reg.predict(X_test) - y_test) ** 2))
+    assert rmse < sep_rmse
 
 
 @pytest.mark.parametrize("noise_variance", [None, 0.02])
