@@ -709,7 +709,7 @@ def _fit_sep(
     mean_update="sep",
     learning_rate=None,
     learning_rate_schedule="constant",
-    adam_sites="cavity",
+    adam_sites="means",
     release_noise_variance=False,
     y_range=None,
 ):
@@ -915,9 +915,11 @@ class DPSEPRegressor(
     [-1, 1], values still clipped to the bounds only (post-processing; the
     accountant composes this release with the updates, whose noise is
     calibrated to what it leaves). With ``mean_update="adam"`` the updates
-    after the warm-up release each row's ``[0.1 * precision site, shift site
-    - mean * precision site]`` instead, clipped to ``clip_norm`` and noised
-    alike (same multiplier, same accountant step), and, with the noise
+    release each row's ``[0.01 * precision site, gradient]`` at the weight
+    means instead (``adam_sites="cavity"``: after the warm-up, ``[0.1 *
+    precision site, shift site - mean * precision site]`` at the cavity),
+    clipped to ``clip_norm`` and noised alike (same multiplier, same
+    accountant step), and, with the noise
     level learned, one more release over every row follows the updates: the
     sum of each row's squared residual (scaled units, predictive mean of the
     released posterior) clipped to 1, centred and scaled to norm 1, with the
@@ -1021,18 +1023,15 @@ class DPSEPRegressor(
     mean_update : {"auto", "sep", "adam"}, default="auto"
         How the network's weight means move. "sep": every natural parameter
         follows the damped SEP update of released sites. "adam" (the network
-        only; ``model="auto"`` then fits it): after a SEP warm-up over the
-        first tenth of the updates, each update releases per row the
-        gradient of the row's log normalizer in the weight means (the shift
-        site less the mean times the precision site) next to the precision
-        site weighted by 0.1, clipped together to ``clip_norm`` (sites at
-        the weight means instead: ``adam_sites="means"``); the
-        precisions follow the damped SEP update and the means take one Adam
-        step of size ``learning_rate``. The noise Gamma stays where the
-        warm-up left it during the fit and, with ``noise_variance=None``,
-        is then set from one more release: the mean squared residual of
-        the fitted means over the training rows, clipped per row (see the
-        privacy paragraph). Under noise the gradients of the means carry the
+        only; ``model="auto"`` then fits it): each update releases per row
+        the gradient of the row's log-likelihood in the weight means next to
+        its precision site, clipped together to ``clip_norm`` (where they
+        are computed: ``adam_sites``); the precisions follow the damped SEP
+        update and the means take one Adam step of size ``learning_rate``.
+        The noise level is held fixed during these updates and, with
+        ``noise_variance=None``, is then set from one more release: the
+        mean squared residual of the fitted means over the training rows,
+        clipped per row (see the privacy paragraph). Under noise the gradients of the means carry the
         noise once, where SEP's damped average of released shift sites
         carries it in every weight's precision-times-mean; the privacy
         guide compares the two with DP-SGD. "auto" is "adam" for the network
@@ -1049,12 +1048,11 @@ class DPSEPRegressor(
         with them to the end; the best ``learning_rate`` differs between the
         two, so choose them together. Post-processing of the released
         gradients: the guarantee does not depend on it; unused otherwise.
-    adam_sites : {"cavity", "means"}, default="cavity"
+    adam_sites : {"means", "cavity"}, default="means"
         Where each row's released vector is computed, with
-        ``mean_update="adam"`` (unused otherwise). "cavity": the SEP sites,
-        moment matches at the cavity, as described under ``mean_update``.
-        "means": their limit as the weight variances vanish, taken at the
-        weight means: the gradient of the row's Gaussian log-likelihood
+        ``mean_update="adam"`` (unused otherwise). "means": at the weight
+        means, the limit of the SEP sites as the weight variances vanish:
+        the gradient of the row's Gaussian log-likelihood
         ``r / s2 * d mu / d w`` (``r`` the residual, ``s2`` the noise
         variance, ``mu`` the network's output at the means) next to the
         diagonal Gauss-Newton precision ``(d mu / d w)**2 / s2`` weighted by
@@ -1065,10 +1063,14 @@ class DPSEPRegressor(
         level learned, the precisions are rescaled at the end to the
         released noise variance. The moment match's log normalizer also
         rewards a smaller predictive variance, which slows the fit of
-        targets with small residuals; at the means it does not. The
-        release, its clipping and its noise are those of "cavity"; which
-        predicts better depends on the data (the privacy guide measures
-        both).
+        targets with small residuals; at the means it does not. "cavity":
+        the SEP sites, moment matches at the cavity, after a SEP warm-up
+        over the first tenth of the updates (which also moves the noise
+        level): the gradient of the row's log normalizer in the weight means
+        (the shift site less the mean times the precision site) next to the
+        precision site weighted by 0.1. The release, its clipping and its
+        noise are the same for both; which predicts better depends on the
+        data (the privacy guide measures both).
     bounds_X : pair (lower, upper) or None, default=None
         Public bounds of the inputs, scalars or arrays of length
         ``n_features``; inputs are clipped to them and mapped to [-1, 1]. A
@@ -1262,7 +1264,7 @@ class DPSEPRegressor(
         "mean_update": [StrOptions({"auto", "sep", "adam"})],
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
         "learning_rate_schedule": [StrOptions({"constant", "linear"})],
-        "adam_sites": [StrOptions({"cavity", "means"})],
+        "adam_sites": [StrOptions({"means", "cavity"})],
         # (Not any array-like: a DataFrame or a dict would unpack its labels.)
         "bounds_X": [tuple, list, np.ndarray, None],
         "bounds_y": [tuple, list, np.ndarray, None],
@@ -1287,7 +1289,7 @@ class DPSEPRegressor(
         mean_update="auto",
         learning_rate=0.03,
         learning_rate_schedule="constant",
-        adam_sites="cavity",
+        adam_sites="means",
         bounds_X=None,
         bounds_y=None,
         scaling_share="auto",

@@ -1320,30 +1320,47 @@ def test_adam_refuses_a_scaling_share_that_leaves_no_budget():
     DPSEPRegressor(scaling_share=0.99, max_iter=1, noise_variance=0.01, **ADAM_PARAMS).fit(X, y)
 
 
-def test_adam_drops_a_row_whose_sites_overflow_silently(monkeypatch):
-    # A row's gradient computed from huge finite sites can overflow: that row
-    # contributes nothing (its own map, so the bound holds), without a
-    # warning or an error that would depend on the data.
-    original = sep._NetworkModel.sites
+@pytest.mark.parametrize("adam_sites", ["means", "cavity"])
+def test_adam_drops_a_row_whose_sites_overflow_silently(adam_sites, monkeypatch):
+    # A row's released vector computed from huge finite sites can overflow:
+    # that row contributes nothing (its own map, so the bound holds), without
+    # a warning or an error that would depend on the data.
+    if adam_sites == "cavity":
+        original = sep._NetworkModel.sites
 
-    def overflowing(model, X, y, cavity, noise_std=0.0):
-        sites = original(model, X, y, cavity, noise_std)
-        if sites.shape[1] == 2 * model.n_weights + 2 and X.shape[0] > 1:
-            # shift - mean * precision overflows wherever |mean| > 0.2.
-            sites[0, : model.n_weights] = -1.5e308
-            sites[0, model.n_weights : 2 * model.n_weights] = 1.5e308
-        return sites
+        def overflowing(model, X, y, cavity, noise_std=0.0):
+            sites = original(model, X, y, cavity, noise_std)
+            if sites.shape[1] == 2 * model.n_weights + 2 and X.shape[0] > 1:
+                # shift - mean * precision overflows wherever |mean| > 0.2.
+                sites[0, : model.n_weights] = -1.5e308
+                sites[0, model.n_weights : 2 * model.n_weights] = 1.5e308
+            return sites
 
-    monkeypatch.setattr(sep._NetworkModel, "sites", overflowing)
+        monkeypatch.setattr(sep._NetworkModel, "sites", overflowing)
+    else:
+        original = sep._NetworkModel.mean_sites
+
+        def overflowing(model, X, y, mean, cavity):
+            sites = original(model, X, y, mean, cavity)
+            if X.shape[0] > 1:
+                # Squared output gradients overflowed in the kernel.
+                sites[0, : model.n_weights] = np.inf
+                sites[0, model.n_weights :] = np.nan
+            return sites
+
+        monkeypatch.setattr(sep._NetworkModel, "mean_sites", overflowing)
     events = record_clips_and_releases(monkeypatch)
     X, y = make_sine(300)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         warnings.simplefilter("ignore", ReproducibleNoiseWarning)  # the test mode's
-        reg = DPSEPRegressor(epsilon=1.0, batch_size=30, max_iter=2, **ADAM_PARAMS).fit(X, y)
+        reg = DPSEPRegressor(
+            epsilon=1.0, batch_size=30, max_iter=2, adam_sites=adam_sites, **ADAM_PARAMS
+        ).fit(X, y)
     assert np.all(np.isfinite(reg.weights_mean_))
     assert update_release_violations(events, 1.0) == []
     clipped = [e[1] for e in events if e[0] == "clip" and e[1].shape[0] > 1]
+    assert clipped
     assert any(np.all(rows[0] == 0.0) for rows in clipped)
 
 
@@ -1778,13 +1795,26 @@ def test_adam_release_check_catches_an_unclipped_gradient(adam_sites, monkeypatc
     assert violations and all("beyond the clip norm" in v for v in violations)
 
 
-def test_noise_variance_release_is_clipped_centred_residuals(monkeypatch):
+@pytest.mark.parametrize("adam_sites", ["means", "cavity"])
+def test_noise_variance_release_is_clipped_centred_residuals(adam_sites, monkeypatch):
     events = record_clips_and_releases(monkeypatch)
+    # The posterior the release is computed for (with adam_sites="means" the
+    # precisions are rescaled after it, which moves the predictive means).
+    released_for = []
+    original = sep._released_noise_site
+
+    def recording(model, posterior, *args):
+        released_for.append(posterior.copy())
+        return original(model, posterior, *args)
+
+    monkeypatch.setattr(sep, "_released_noise_site", recording)
     rng = np.random.RandomState(1)
     X, y = make_sine(400)
     # Targets at the bounds, of random sign: many residuals beyond the clip.
     y[:100] = 2.0 * rng.choice([-1.0, 1.0], size=100)
-    reg = DPSEPRegressor(epsilon=1.0, batch_size=40, max_iter=3, **ADAM_PARAMS).fit(X, y)
+    reg = DPSEPRegressor(
+        epsilon=1.0, batch_size=40, max_iter=3, adam_sites=adam_sites, **ADAM_PARAMS
+    ).fit(X, y)
     preliminary = [e for e in events if e[0] == "release" and e[3]]
     assert len(preliminary) == 1 and events[-1] is preliminary[0]
     _, block, sensitivities, _ = preliminary[0]
@@ -1792,9 +1822,16 @@ def test_noise_variance_release_is_clipped_centred_residuals(monkeypatch):
     # Each row's squared residual in scaled units (bounds_y mapped to
     # [-1, 1]) under the fitted means, clipped to 1, centred and scaled to
     # [-1, 1]; the means are those of the posterior the release was made
-    # for (only the noise Gamma changes after it).
+    # for, the means of the weights those of the fitted posterior.
+    (posterior,) = released_for
     X_scaled = np.clip(X, -1, 1)
-    mean = reg._model.predict_moments(reg._posterior, X_scaled)[0]
+    mean = reg._model.predict_moments(posterior, X_scaled)[0]
+    n_weights = reg._model.n_weights
+    np.testing.assert_allclose(
+        reg._model.moments(posterior)[0], reg._model.moments(reg._posterior)[0], rtol=1e-10
+    )
+    if adam_sites == "cavity":
+        np.testing.assert_array_equal(posterior[: 2 * n_weights], reg._posterior[: 2 * n_weights])
     squared = (np.clip(mean, -1, 1) - y / 2.0) ** 2
     assert np.sum(squared > 1) > 10  # the clip acts
     contributions = (np.minimum(squared, 1.0) - 0.5) / 0.5
