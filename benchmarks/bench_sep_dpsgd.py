@@ -65,7 +65,7 @@ clipped to ``bounds_y`` for both):
   norms (each setting gets ``clip_norm``), as DP-SGD's grid has two; without
   it DP-SEP keeps its default norm.
 - ``--sep-params JSON`` sets constructor arguments of ``DPSEPRegressor``
-  (a dict, e.g. ``{"adam_sites": "means"}``) for every DP-SEP setting of the
+  (a dict, e.g. ``{"adam_sites": "cavity"}``) for every DP-SEP setting of the
   run, before ``--sep-clip-norms`` crosses the grid.
 - ``--tune-splits K`` searches the grids on the first K splits only (to
   bound the run time on protein); later splits train the setting chosen most

@@ -1771,6 +1771,22 @@ def test_adam_releases_are_sums_of_clipped_rows(adam_sites, n_warmup, monkeypatc
     assert max(np.linalg.norm(e[1], axis=1).max() for e in clips) > 0.299
 
 
+def test_private_network_defaults_release_gradients_at_the_means_from_the_start(monkeypatch):
+    # The defaults under noise: the network, Adam on the means, the sites at
+    # the weight means (no SEP warm-up releasing the Gamma's site).
+    events = record_clips_and_releases(monkeypatch)
+    X, y = make_sine(300)
+    reg = DPSEPRegressor(
+        epsilon=1.0, hidden_units=10, bounds_X=(-1, 1), bounds_y=(-2, 2), batch_size=30,
+        max_iter=2,
+    ).fit(X, y)
+    assert (reg.model_, reg.mean_update_) == ("mlp", "adam")
+    main = [e for e in events if e[0] == "release" and not e[3]]
+    assert len(main) == 2 * 10
+    assert {e[1].size for e in main} == {2 * reg._model.n_weights}
+    assert update_release_violations(events, 1.0) == []
+
+
 @pytest.mark.parametrize("adam_sites", ["cavity", "means"])
 def test_adam_release_check_catches_an_unclipped_gradient(adam_sites, monkeypatch):
     # The contract check of the test above, on a deliberately broken variant
