@@ -1031,10 +1031,11 @@ class DPSEPRegressor(
         The noise level is held fixed during these updates and, with
         ``noise_variance=None``, is then set from one more release: the
         mean squared residual of the fitted means over the training rows,
-        clipped per row (see the privacy paragraph). Under noise the gradients of the means carry the
-        noise once, where SEP's damped average of released shift sites
-        carries it in every weight's precision-times-mean; the privacy
-        guide compares the two with DP-SGD. "auto" is "adam" for the network
+        clipped per row (see the privacy paragraph). Under noise the
+        gradients of the means carry the noise once, where SEP's damped
+        average of released shift sites carries it in every weight's
+        precision-times-mean; the privacy guide compares the two with
+        DP-SGD. "auto" is "adam" for the network
         under noise and "sep" otherwise; the choice is in ``mean_update_``.
     learning_rate : float, default=0.03
         Adam's step size on the weight means (scaled units), with
