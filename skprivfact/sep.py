@@ -5,6 +5,7 @@ import warnings
 from numbers import Integral, Real
 
 import numpy as np
+from scipy.special import erfcx
 from sklearn.base import (
     RegressorMixin,
     TransformerMixin,
@@ -664,6 +665,23 @@ class _AdamMeans:
         return np.concatenate([site_precision, shift, self.noise_site])
 
 
+def _truncated_normal_mean(loc, scale, upper):
+    """Mean of the normal ``N(loc, scale**2)`` truncated to ``[0, upper]``,
+    finite however far ``loc`` lies outside the interval."""
+    if loc > upper / 2:
+        # Mirrored, so that the lower end is the nearer one (a + b >= 0).
+        return upper - _truncated_normal_mean(upper - loc, scale, upper)
+    a, b = -loc / scale, (upper - loc) / scale
+    # pdf(a) / sf(a) and sf(b) / sf(a) through erfcx(x) = exp(x**2) erfc(x),
+    # which keeps them finite in the far tail.
+    erfcx_a = erfcx(a / math.sqrt(2))
+    sf_ratio = erfcx(b / math.sqrt(2)) / erfcx_a * math.exp(0.5 * (a - b) * (a + b))
+    mills = math.sqrt(2 / math.pi) / erfcx_a
+    # (pdf(a) - pdf(b)) / (sf(a) - sf(b))
+    ratio = mills * -math.expm1(0.5 * (a - b) * (a + b)) / (1.0 - sf_ratio)
+    return loc + scale * ratio
+
+
 def _released_noise_site(model, posterior, X, y, engine, y_range):
     """The noise Gamma's site from one release of the mean squared residual.
 
@@ -672,8 +690,11 @@ def _released_noise_site(model, posterior, X, y, engine, y_range):
     ``_RESIDUAL_CLIP``, centred and scaled to [-1, 1] (norm at most 1); the
     sum is released once over every row, a preliminary release of the plan.
     The site ``[1/2, v/2]`` per row puts the posterior's noise variance at
-    about the released mean square ``v``. Without noise the residuals are
-    not clipped.
+    about ``v``: the mean of the true clipped mean square given the released
+    one, under a flat prior on [0, ``_RESIDUAL_CLIP``] and the release's
+    Gaussian noise (post-processing: its std is public), so that a release
+    that the noise pushed towards or below zero does not set a noise level
+    far below the residuals. Without noise the residuals are not clipped.
     """
     mean = model.predict_moments(posterior, X)[0]
     if y_range is not None:
@@ -685,8 +706,10 @@ def _released_noise_site(model, posterior, X, y, engine, y_range):
         contributions = (np.minimum(squared, _RESIDUAL_CLIP) - half) / half
         (released,) = engine.release([np.array([contributions.sum()])], [1.0], preliminary=True)
         mean_square = half * (1.0 + released[0] / n_samples)
-        # The noise can push the released mean square out of [0, clip].
-        variance = min(max(mean_square, 1e-4 * _RESIDUAL_CLIP), _RESIDUAL_CLIP)
+        noise_std = half * engine.plan.preliminary_noise_multiplier / n_samples
+        variance = _truncated_normal_mean(mean_square, noise_std, _RESIDUAL_CLIP)
+        # Far below zero the mean underflows towards 0: keep a floor.
+        variance = min(max(variance, 1e-4 * _RESIDUAL_CLIP), _RESIDUAL_CLIP)
     else:
         (released,) = engine.release([np.array([squared.sum()])], [math.inf], preliminary=True)
         variance = released[0] / n_samples

@@ -2115,3 +2115,62 @@ def test_bounds_given_as_a_frame_or_a_dict_are_refused():
     for bounds in (pd.DataFrame([[-20.0, -20.0], [40.0, 40.0]]), {0: 1, 1: 2}):
         with pytest.raises(ValueError, match="bounds_X"):
             DPSEPRegressor(model="linear", bounds_X=bounds).fit(X, y)
+
+
+@pytest.mark.parametrize("loc", [-5.0, -1.0, -0.1, 0.0, 0.01, 0.3, 0.5, 0.99, 1.5, 30.0])
+@pytest.mark.parametrize("scale", [0.02, 1.0, 50.0])
+def test_truncated_normal_mean_matches_integration(loc, scale):
+    density = stats.norm(loc, scale).pdf
+    kink = [min(max(loc, 0.0), 1.0)]
+    mass = integrate.quad(density, 0, 1, points=kink, epsabs=0, epsrel=1e-12)[0]
+    if mass < 1e-250:
+        pytest.skip("no mass in [0, 1] in floating point")
+    first = integrate.quad(lambda v: v * density(v), 0, 1, points=kink, epsabs=0, epsrel=1e-12)[0]
+    assert sep._truncated_normal_mean(loc, scale, 1.0) == pytest.approx(first / mass, rel=1e-9)
+
+
+def test_truncated_normal_mean_far_outside_the_interval():
+    # Far below 0 the mass piles up at 0 with mean about scale**2 / |loc|;
+    # far above 1, symmetrically at 1; finite where the densities underflow.
+    for loc in (-1.0, -10.0, -1e3):
+        value = sep._truncated_normal_mean(loc, 0.02, 1.0)
+        assert value == pytest.approx(0.02**2 / -loc, rel=0.01)
+        assert sep._truncated_normal_mean(1.0 - loc, 0.02, 1.0) == pytest.approx(1.0 - value)
+    for loc in (-1e6, 1e6):
+        assert 0.0 <= sep._truncated_normal_mean(loc, 1e-5, 1.0) <= 1.0 + 1e-9
+
+
+class _FixedRelease:
+    """An engine stub whose preliminary release returns a chosen sum."""
+
+    def __init__(self, released_sum, noise_multiplier):
+        self.released_sum = released_sum
+        self.plan = type("Plan", (), {"preliminary_noise_multiplier": noise_multiplier})()
+
+    def release(self, blocks, sensitivities, preliminary=False):
+        assert preliminary and sensitivities == [1.0]
+        return [np.array([self.released_sum])]
+
+
+class _ZeroPredictions:
+    def predict_moments(self, posterior, X):
+        return np.zeros(X.shape[0]), None, None
+
+
+@pytest.mark.parametrize("released_mean_square", [-0.05, 0.0, 0.01, 0.2])
+def test_released_noise_variance_is_its_mean_given_the_release(released_mean_square):
+    # A release that the noise pushed towards or below zero sets the mean of
+    # the clipped mean square given it (flat prior on [0, 1], the release's
+    # public noise std), not the floor; far from 0 it is the release itself.
+    n_samples, multiplier = 500, 20.0
+    half = sep._RESIDUAL_CLIP / 2
+    released_sum = (released_mean_square / half - 1.0) * n_samples
+    engine = _FixedRelease(released_sum, multiplier)
+    X, y = np.zeros((n_samples, 1)), np.zeros(n_samples)
+    site = sep._released_noise_site(_ZeroPredictions(), None, X, y, engine, None)
+    noise_std = half * multiplier / n_samples
+    expected = sep._truncated_normal_mean(released_mean_square, noise_std, 1.0)
+    np.testing.assert_allclose(site, [0.5, expected / 2], rtol=1e-12)
+    assert expected > 0.1 * noise_std
+    if released_mean_square == 0.2:
+        assert expected == pytest.approx(0.2, rel=1e-6)
