@@ -942,13 +942,14 @@ class DPSEPRegressor(
     means instead (``adam_sites="cavity"``: after the warm-up, ``[0.1 *
     precision site, shift site - mean * precision site]`` at the cavity),
     clipped to ``clip_norm`` and noised alike (same multiplier, same
-    accountant step), and, with the noise
-    level learned, one more release over every row follows the updates: the
-    sum of each row's squared residual (scaled units, predictive mean of the
-    released posterior) clipped to 1, centred and scaled to norm 1, with the
-    plan's preliminary noise; it takes 2% of the budget (shared equally with
-    the scaling release when there is one), the updates being calibrated to
-    the rest. Not covered:
+    accountant step), and, with the noise level learned, one more release
+    over every row follows the updates: the sum of each row's squared
+    residual (scaled units, predictive mean of the released posterior)
+    clipped to 1, centred and scaled to norm 1, with the plan's preliminary
+    noise; it takes 2% of the budget (shared equally with the scaling
+    release when there is one), the updates being calibrated to the rest.
+    The noise variance is the mean of the clipped mean square given that
+    release and its public noise std (post-processing). Not covered:
     ``bounds_X=None`` or ``bounds_y=None``, which standardize with the data's
     own mean and standard deviation (a
     :class:`~skprivfact.exceptions.PrivacyLeakWarning` is issued and the
