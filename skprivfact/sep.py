@@ -1004,7 +1004,12 @@ class DPSEPRegressor(
         parameters (and of the factor). None disables clipping, allowed only
         with ``epsilon=float("inf")``. "auto" is 1.0 under noise and None
         with ``epsilon=inf``, where clipping would only temper the likelihood
-        of the rows it touches; the value used is in ``clip_norm_``.
+        of the rows it touches; the value used is in ``clip_norm_``. Like
+        DP-SGD's clipping norm it trades the bias of clipping (rows with
+        large residuals count for less) against the noise, whose std grows
+        with ``C``: the best value depends on the data and on ``epsilon``
+        (larger where the noise is smaller), so it is worth choosing on
+        validation rows, as the step size is.
     damping : float or "auto", default="auto"
         SEP damping ``gamma`` in (0, 1]: each row in a batch replaces
         ``gamma / n_samples`` of the factor. "auto" is ``min(1, 4 /
