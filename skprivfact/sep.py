@@ -703,6 +703,10 @@ def _released_noise_site(model, posterior, X, y, engine, y_range):
     n_samples = y.size
     if engine.plan.preliminary_noise_multiplier > 0:
         half = _RESIDUAL_CLIP / 2
+        # A row whose residual is not finite counts as clipped (a map of the
+        # row alone: the sensitivity holds), so that no row can make the
+        # release raise; np.minimum would pass a NaN through.
+        squared = np.where(np.isfinite(squared), squared, _RESIDUAL_CLIP)
         contributions = (np.minimum(squared, _RESIDUAL_CLIP) - half) / half
         (released,) = engine.release([np.array([contributions.sum()])], [1.0], preliminary=True)
         mean_square = half * (1.0 + released[0] / n_samples)

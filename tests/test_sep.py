@@ -2161,6 +2161,32 @@ class _ZeroPredictions:
         return np.zeros(X.shape[0]), None, None
 
 
+class _RecordingRelease(_FixedRelease):
+    def release(self, blocks, sensitivities, preliminary=False):
+        self.blocks = [np.array(block) for block in blocks]
+        return super().release(blocks, sensitivities, preliminary=preliminary)
+
+
+class _PredictionsWithOverflow:
+    def predict_moments(self, posterior, X):
+        mean = np.zeros(X.shape[0])
+        mean[0], mean[1] = np.nan, np.inf
+        return mean, None, None
+
+
+def test_residual_release_counts_a_non_finite_residual_as_clipped():
+    # Two rows whose predictions overflowed (no bounds_y to clip them to) and
+    # three finite ones with squared residuals 0, 0.25 and 4 (clipped to 1):
+    # the released sum is that of the contributions in [-1, 1], finite.
+    engine = _RecordingRelease(0.0, 20.0)
+    X = np.zeros((5, 1))
+    y = np.array([0.0, 0.0, 0.0, 0.5, 2.0])
+    sep._released_noise_site(_PredictionsWithOverflow(), None, X, y, engine, None)
+    half = sep._RESIDUAL_CLIP / 2
+    expected = sum((value - half) / half for value in (1.0, 1.0, 0.0, 0.25, 1.0))
+    np.testing.assert_allclose(engine.blocks[0], [expected], rtol=1e-12)
+
+
 @pytest.mark.parametrize("released_mean_square", [-0.05, 0.0, 0.01, 0.2])
 def test_released_noise_variance_is_its_mean_given_the_release(released_mean_square):
     # A release that the noise pushed towards or below zero sets the mean of
