@@ -8,7 +8,7 @@ needs the ``baseline`` extra: torch and opacus)::
         [--relation add_remove|substitution] [--tune-splits K] [--final-fits R]
         [--settings-from PATH ...] [--save-json PATH] [--tables-from-json PATH ...]
         [--schedules constant [linear]] [--higher-rate] [--sep-probes JSON]
-        [--sep-clip-norms C ...] [--sep-params JSON]
+        [--sep-clip-norms C ...] [--dpsgd-clip-norms C ...] [--sep-params JSON]
         [--explore-sep JSON [--explore-fits R]]
 
 Protocol, per data set, epsilon and split (the random 90/10 splits of
@@ -63,7 +63,9 @@ clipped to ``bounds_y`` for both):
   becomes a default.
 - ``--sep-clip-norms C ...`` crosses DP-SEP's grid with these clipping
   norms (each setting gets ``clip_norm``), as DP-SGD's grid has two; without
-  it DP-SEP keeps its default norm.
+  it DP-SEP keeps its default norm. ``--dpsgd-clip-norms C ...`` replaces
+  DP-SGD's two norms by these, so that both grids can be widened alike
+  (e.g. a third norm between each method's two).
 - ``--sep-params JSON`` sets constructor arguments of ``DPSEPRegressor``
   (a dict, e.g. ``{"adam_sites": "cavity"}``) for every DP-SEP setting of the
   run, before ``--sep-clip-norms`` crosses the grid.
@@ -197,12 +199,14 @@ SEP_GRIDS["adam"] = [
 ]
 
 
-DPSGD_GRID = [
-    {"batch_size": batch, "epochs": epochs, "clip_norm": clip, "learning_rate": lr}
-    for (batch, epochs), clip, lr in itertools.product(
-        DPSGD_SCHEDULES, DPSGD_CLIP_NORMS, DPSGD_LEARNING_RATES
-    )
-]
+def dpsgd_settings(clip_norms=DPSGD_CLIP_NORMS):
+    """DP-SGD's settings: batch and epochs, clipping norm, learning rate."""
+    return [
+        {"batch_size": batch, "epochs": epochs, "clip_norm": clip, "learning_rate": lr}
+        for (batch, epochs), clip, lr in itertools.product(
+            DPSGD_SCHEDULES, clip_norms, DPSGD_LEARNING_RATES
+        )
+    ]
 
 
 SCHEDULES = ["constant", "linear"]
@@ -635,6 +639,15 @@ def main(argv=None):
         help="cross DP-SEP's grid with these clipping norms (default: its own)",
     )
     parser.add_argument(
+        "--dpsgd-clip-norms",
+        type=float,
+        nargs="+",
+        default=None,
+        metavar="C",
+        help="DP-SGD's clipping norms (default: "
+        f"{' and '.join(f'{c:g}' for c in DPSGD_CLIP_NORMS)})",
+    )
+    parser.add_argument(
         "--sep-params",
         type=json.loads,
         default=None,
@@ -684,7 +697,12 @@ def main(argv=None):
             parser.error("--explore-fits must be at least 1")
         explore_sep(args)
         return
-    grid, dpsgd_grid = SEP_GRIDS[args.sep_grid], DPSGD_GRID
+    if args.dpsgd_clip_norms and not all(
+        0 < norm < math.inf for norm in args.dpsgd_clip_norms
+    ):
+        parser.error("--dpsgd-clip-norms takes positive finite norms")
+    grid = SEP_GRIDS[args.sep_grid]
+    dpsgd_grid = dpsgd_settings(args.dpsgd_clip_norms or DPSGD_CLIP_NORMS)
     if args.higher_rate:
         grid, dpsgd_grid = with_higher_rate(grid, dpsgd_grid)
     grid, dpsgd_grid = with_schedules(grid, dpsgd_grid, args.schedules)
@@ -734,6 +752,10 @@ def main(argv=None):
         title += f", DP-SEP with {json.dumps(args.sep_params)}"
     if args.sep_clip_norms:
         title += f", DP-SEP clipping norms {' and '.join(f'{c:g}' for c in args.sep_clip_norms)}"
+    if args.dpsgd_clip_norms:
+        title += (
+            f", DP-SGD clipping norms {' and '.join(f'{c:g}' for c in args.dpsgd_clip_norms)}"
+        )
     print(f"grids: {len(grid)} DP-SEP and {len(dpsgd_grid)} DP-SGD settings")
     print(f"{title}; python {sys.version.split()[0]}, torch {torch.__version__}")
     if args.final_fits < 1:
