@@ -35,9 +35,7 @@ clipped to ``bounds_y`` for both):
 - ``--tune-fits T`` scores each setting of both grids by its mean
   validation RMSE over T fits (seeds ``split + 100 * t``, ``t < T``; default
   1). A method whose fits spread widely from one draw of noise to the next
-  otherwise tends to choose the setting that one fit flattered (on naval at
-  ``epsilon=1`` a single tuning fit of 0.0036 chose a setting whose final
-  fits gave 0.0030 to 0.0063).
+  otherwise tends to choose the setting that one lucky fit flattered.
 - DP-SGD: ``torch.nn`` network of the same shape as DP-SEP's (one hidden layer
   of 50 ReLU units on every set, protein included, where ``bench_sep.py``
   uses 100), squared loss,
