@@ -36,6 +36,7 @@ clipped to ``bounds_y`` for both):
   validation RMSE over T fits (seeds ``split + 100 * t``, ``t < T``; default
   1). A method whose fits spread widely from one draw of noise to the next
   otherwise tends to choose the setting that one lucky fit flattered.
+  ``--reuse-*`` refuses rows from a different number of tuning fits.
 - DP-SGD: ``torch.nn`` network of the same shape as DP-SEP's (one hidden layer
   of 50 ReLU units on every set, protein included, where ``bench_sep.py``
   uses 100), squared loss,
@@ -133,6 +134,7 @@ import argparse
 import itertools
 import json
 import math
+import re
 import statistics
 import sys
 import time
@@ -370,8 +372,14 @@ def tuning_seeds(seed, n_fits):
     return [seed + TUNING_SEED_STRIDE * r for r in range(n_fits)]
 
 
+def saved_tuning_fits(title):
+    """The ``--tune-fits`` of a run, from the title its ``--save-json`` file holds."""
+    match = re.search(r", (\d+) tuning fits per setting", title)
+    return int(match.group(1)) if match else 1
+
+
 def final_seeds(seed, n_fits):
-    """Seeds of the final fits, none of them a tuning fit's (those use ``seed``)."""
+    """Seeds of the final fits, none of them a tuning fit's (``tuning_seeds``)."""
     return [FINAL_SEED_STRIDE * (seed + 1) + r for r in range(n_fits)]
 
 
@@ -729,10 +737,10 @@ def main(argv=None):
             parser.error("--explore-fits must be at least 1")
         explore_sep(args)
         return
-    if args.dpsgd_clip_norms and not all(
-        0 < norm < math.inf for norm in args.dpsgd_clip_norms
-    ):
-        parser.error("--dpsgd-clip-norms takes positive finite norms")
+    for option in ("sep_clip_norms", "dpsgd_clip_norms"):
+        norms = getattr(args, option) or []
+        if not all(0 < norm < math.inf for norm in norms):
+            parser.error(f"--{option.replace('_', '-')} takes positive finite norms")
     grid = SEP_GRIDS[args.sep_grid]
     dpsgd_grid = dpsgd_settings(args.dpsgd_clip_norms or DPSGD_CLIP_NORMS)
     if args.higher_rate:
@@ -758,8 +766,6 @@ def main(argv=None):
             parser.error(f"--sep-params: {error}")
         grid = [{**setting, **args.sep_params} for setting in grid]
     if args.sep_clip_norms:
-        if not all(0 < norm < math.inf for norm in args.sep_clip_norms):
-            parser.error("--sep-clip-norms takes positive finite norms")
         grid = [
             {**setting, "clip_norm": norm}
             for norm in args.sep_clip_norms
@@ -818,9 +824,12 @@ def main(argv=None):
         title += f"; settings from {path.name}"
     for method, rows_of in reuse.items():
         for path in getattr(args, f"reuse_{method}"):
-            saved = json.loads(path.read_text())["results"]
-            for key, rows in saved.items():
-                # Rows of one table must come from the same number of final fits.
+            saved_file = json.loads(path.read_text())
+            # Rows of one table must come from the same number of tuning and
+            # final fits.
+            if saved_tuning_fits(saved_file["title"]) != args.tune_fits:
+                parser.error(f"{path} was not run with --tune-fits {args.tune_fits}")
+            for key, rows in saved_file["results"].items():
                 if any(len(row.get("rmse_fits", [0])) != args.final_fits for row in rows[method]):
                     parser.error(f"{path}: the {method} rows of {key} are not from "
                                  f"--final-fits {args.final_fits}")
