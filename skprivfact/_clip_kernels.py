@@ -4,7 +4,9 @@ Kernels that compute a per-record statistic in a fused loop (and never hold
 all of them at once) clip it here, in place, before adding it to the batch's
 sum: the same bound, in exact arithmetic for the returned floats, as
 :func:`skprivfact.mechanisms.clip_frobenius`, which the tests check them
-against.
+against. :func:`clip_rows_inplace` is the loop of
+:func:`skprivfact.mechanisms.clip_rows` itself, one pass per row instead of
+numpy's temporaries of the whole array.
 """
 
 import math
@@ -12,13 +14,62 @@ import math
 import numpy as np
 from numba import njit
 
-__all__ = ["clip_frobenius_inplace", "scaled_row_norms"]
+__all__ = ["clip_frobenius_inplace", "clip_rows_inplace", "scaled_row_norms"]
 
 _UNIT_ROUNDOFF = 2.0**-53
 
 
 _LARGEST_FLOAT = np.finfo(np.float64).max
 _SMALLEST_NORMAL = np.finfo(np.float64).tiny
+
+
+@njit(cache=True, nogil=True)
+def _row_max_and_scaled_norm(rows, i):
+    """Largest absolute entry ``m`` of row ``i``, ``r`` with ``||row|| = m * r``,
+    and whether every entry of the row is finite (see :func:`scaled_row_norms`)."""
+    n_cols = rows.shape[1]
+    n_blocked = n_cols - n_cols % 4
+    m0 = m1 = m2 = m3 = 0.0
+    # x * 0 is 0 for every finite x and NaN for NaN or infinity: one product
+    # per entry tells a non-finite row, whatever max() does with NaN.
+    finite_check = 0.0
+    for j in range(0, n_blocked, 4):
+        m0 = max(m0, abs(rows[i, j]))
+        m1 = max(m1, abs(rows[i, j + 1]))
+        m2 = max(m2, abs(rows[i, j + 2]))
+        m3 = max(m3, abs(rows[i, j + 3]))
+        finite_check += (
+            rows[i, j] * 0.0
+            + rows[i, j + 1] * 0.0
+            + rows[i, j + 2] * 0.0
+            + rows[i, j + 3] * 0.0
+        )
+    for j in range(n_blocked, n_cols):
+        m0 = max(m0, abs(rows[i, j]))
+        finite_check += rows[i, j] * 0.0
+    largest = max(max(m0, m1), max(m2, m3))
+    if largest == 0.0:
+        return 0.0, 0.0, finite_check == 0.0
+    reciprocal = 1.0 / largest
+    s0 = s1 = s2 = s3 = 0.0
+    if _SMALLEST_NORMAL <= reciprocal <= _LARGEST_FLOAT:
+        for j in range(0, n_blocked, 4):
+            a0 = rows[i, j] * reciprocal
+            a1 = rows[i, j + 1] * reciprocal
+            a2 = rows[i, j + 2] * reciprocal
+            a3 = rows[i, j + 3] * reciprocal
+            s0 += a0 * a0
+            s1 += a1 * a1
+            s2 += a2 * a2
+            s3 += a3 * a3
+        for j in range(n_blocked, n_cols):
+            a0 = rows[i, j] * reciprocal
+            s0 += a0 * a0
+    else:
+        for j in range(n_cols):
+            a0 = rows[i, j] / largest
+            s0 += a0 * a0
+    return largest, math.sqrt((s0 + s1) + (s2 + s3)), finite_check == 0.0
 
 
 @njit(cache=True, nogil=True)
@@ -33,45 +84,53 @@ def scaled_row_norms(rows):
     interleaved partial sums (independent chains the processor overlaps),
     still ``n_features - 1`` additions of non-negative terms.
     """
-    n_rows, n_cols = rows.shape
+    n_rows = rows.shape[0]
     row_max = np.empty(n_rows)
     scaled_norm = np.empty(n_rows)
-    n_blocked = n_cols - n_cols % 4
     for i in range(n_rows):
-        m0 = m1 = m2 = m3 = 0.0
-        for j in range(0, n_blocked, 4):
-            m0 = max(m0, abs(rows[i, j]))
-            m1 = max(m1, abs(rows[i, j + 1]))
-            m2 = max(m2, abs(rows[i, j + 2]))
-            m3 = max(m3, abs(rows[i, j + 3]))
-        for j in range(n_blocked, n_cols):
-            m0 = max(m0, abs(rows[i, j]))
-        largest = max(max(m0, m1), max(m2, m3))
-        row_max[i] = largest
-        if largest == 0.0:
-            scaled_norm[i] = 0.0
-            continue
-        reciprocal = 1.0 / largest
-        s0 = s1 = s2 = s3 = 0.0
-        if _SMALLEST_NORMAL <= reciprocal <= _LARGEST_FLOAT:
-            for j in range(0, n_blocked, 4):
-                a0 = rows[i, j] * reciprocal
-                a1 = rows[i, j + 1] * reciprocal
-                a2 = rows[i, j + 2] * reciprocal
-                a3 = rows[i, j + 3] * reciprocal
-                s0 += a0 * a0
-                s1 += a1 * a1
-                s2 += a2 * a2
-                s3 += a3 * a3
-            for j in range(n_blocked, n_cols):
-                a0 = rows[i, j] * reciprocal
-                s0 += a0 * a0
-        else:
-            for j in range(n_cols):
-                a0 = rows[i, j] / largest
-                s0 += a0 * a0
-        scaled_norm[i] = math.sqrt((s0 + s1) + (s2 + s3))
+        row_max[i], scaled_norm[i], _ = _row_max_and_scaled_norm(rows, i)
     return row_max, scaled_norm
+
+
+@njit(cache=True, nogil=True)
+def clip_rows_inplace(rows, max_norm, error_bound, factor_low, factor_high):
+    """Clip every row of ``rows`` in place to Euclidean norm ``max_norm``.
+
+    Row by row, the arithmetic of
+    :func:`skprivfact.mechanisms._clip_rows_inplace` (the same float
+    operations on every entry, so the same result to the bit, which the tests
+    check): a row whose computed norm times ``1 + error_bound`` is within
+    ``max_norm`` is left as it is; any other is scaled to ``max_norm`` times
+    ``1 - 4 * error_bound``, in one product per entry where the factor lies
+    strictly between ``factor_low`` and ``factor_high``, otherwise divided by
+    its largest entry first. For norm bounds whose clipped entries stay
+    normal floats (the caller handles smaller ones), where that margin
+    certifies the result.
+
+    Returns
+    -------
+    all_finite : bool
+        False as soon as a row holds NaN or infinity (the rows are then left
+        part-way and must not be used).
+    """
+    shrink = 1.0 - 4.0 * error_bound
+    for i in range(rows.shape[0]):
+        largest, scaled_norm, finite = _row_max_and_scaled_norm(rows, i)
+        if not finite:
+            return False
+        if largest == 0.0:
+            continue
+        if scaled_norm * (1.0 + error_bound) <= max_norm / largest:
+            continue
+        target = (max_norm / scaled_norm) * shrink
+        factor = target / largest
+        if factor_low < factor < factor_high:
+            for j in range(rows.shape[1]):
+                rows[i, j] *= factor
+        else:
+            for j in range(rows.shape[1]):
+                rows[i, j] = (rows[i, j] / largest) * target
+    return True
 
 
 @njit(cache=True, nogil=True)

@@ -25,7 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils import check_random_state
 
-from ._clip_kernels import scaled_row_norms
+from ._clip_kernels import clip_rows_inplace, scaled_row_norms
 from .exceptions import PrivacyLeakWarning
 from .utils._validation import (
     check_non_negative_number,
@@ -71,16 +71,48 @@ _SECURE_WORDS_PER_REFILL = 4096
 # Clipping ------------------------------------------------------------------
 
 
-def _as_finite_float_array(array_like, name):
+def _as_float_array(array_like, name):
+    """A float64 copy of a dense array-like (finiteness not checked)."""
     if sp.issparse(array_like):
         raise ValueError(f"{name} must be a dense array; got a sparse matrix.")
     try:
-        values = np.array(array_like, dtype=np.float64)
+        return np.array(array_like, dtype=np.float64, order="C")
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{name} must be an array of real numbers: {exc}") from exc
+
+
+def _non_finite_error(name):
+    return ValueError(f"{name} must not contain NaN or infinity.")
+
+
+def _as_finite_float_array(array_like, name):
+    values = _as_float_array(array_like, name)
     if not np.all(np.isfinite(values)):
-        raise ValueError(f"{name} must not contain NaN or infinity.")
+        raise _non_finite_error(name)
     return values
+
+
+def _clip_records_inplace(rows, max_norm, name):
+    """Clip the rows of the float64 2-D array ``rows`` in place; raise on NaN or infinity.
+
+    The kernel (one pass per row) for norm bounds whose clipped entries are
+    normal floats; below that, the numpy path, which checks subnormal
+    results again.
+    """
+    if max_norm <= _SUBNORMAL_NORM:
+        if not np.all(np.isfinite(rows)):
+            raise _non_finite_error(name)
+        return _clip_rows_inplace(rows, max_norm)
+    all_finite = clip_rows_inplace(
+        rows,
+        max_norm,
+        _norm_relative_error_bound(rows.shape[1]),
+        _FACTOR_RANGE[0],
+        _FACTOR_RANGE[1],
+    )
+    if not all_finite:
+        raise _non_finite_error(name)
+    return rows
 
 
 def _norm_relative_error_bound(n_features):
@@ -217,15 +249,17 @@ def clip_rows(X, max_norm):
            [0.3, 0.4]])
     """
     max_norm = check_positive_bound(max_norm, "max_norm")
-    rows = _as_finite_float_array(X, "X")
+    rows = _as_float_array(X, "X")
     if rows.ndim != 2:
+        if not np.all(np.isfinite(rows)):
+            raise _non_finite_error("X")
         raise ValueError(
             f"X must be a 2-D array of shape (n_samples, n_features); got an "
             f"array of shape {rows.shape}."
         )
     if rows.size == 0:
         return rows
-    return _clip_rows_inplace(rows, max_norm)
+    return _clip_records_inplace(rows, max_norm, "X")
 
 
 def clip_frobenius(stats, max_norm):
@@ -263,8 +297,10 @@ def clip_frobenius(stats, max_norm):
     np.True_
     """
     max_norm = check_positive_bound(max_norm, "max_norm")
-    values = _as_finite_float_array(stats, "stats")
+    values = _as_float_array(stats, "stats")
     if values.ndim < 1:
+        if not np.all(np.isfinite(values)):
+            raise _non_finite_error("stats")
         raise ValueError(
             "stats must have shape (n_records, ...), one statistic per record; "
             "got a 0-D array."
@@ -272,7 +308,7 @@ def clip_frobenius(stats, max_norm):
     if values.size == 0:
         return values
     records = values.reshape(values.shape[0], -1)
-    return _clip_rows_inplace(records, max_norm).reshape(values.shape)
+    return _clip_records_inplace(records, max_norm, "stats").reshape(values.shape)
 
 
 # Gaussian mechanism --------------------------------------------------------

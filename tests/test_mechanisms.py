@@ -181,6 +181,55 @@ def test_clip_rows_property_near_the_boundary():
     assert_exactly_within(clip_rows(X, 1.0), 1.0)
 
 
+def numpy_clip_rows(X, max_norm):
+    """The numpy path of clip_rows (taken below the subnormal bound): the reference."""
+    return mechanisms._clip_rows_inplace(np.array(X, dtype=np.float64), max_norm)
+
+
+def test_clip_rows_kernel_matches_the_numpy_path_bit_for_bit():
+    # clip_rows runs the numba kernel above the subnormal bound: the same
+    # float operations per entry as the numpy path, so the same bits, on
+    # adversarial rows, rows at random scales (both branches of the factor),
+    # rows within rounding of the sphere, every width around the kernel's
+    # blocks of four, and strided or Fortran-ordered input.
+    rng = np.random.RandomState(4)
+    cases = [(ADVERSARIAL_ROWS, b) for b in ADVERSARIAL_BOUNDS if b > 2.0**-960]
+    for _ in range(300):
+        n_samples, n_features = rng.randint(1, 8), rng.randint(1, 14)
+        row_scales = 10.0 ** rng.uniform(-300, 300, size=(n_samples, 1))
+        X = rng.normal(size=(n_samples, n_features)) * row_scales
+        X[rng.rand(n_samples) < 0.2] = 0.0
+        cases.append((X, 10.0 ** rng.uniform(-280, 300)))
+    near = rng.normal(size=(200, 9))
+    near /= np.linalg.norm(near, axis=1, keepdims=True)
+    near *= 1.0 + rng.randint(-4, 5, size=(200, 1)) * 2.0**-52
+    cases.append((near, 1.0))
+    wide = rng.normal(size=(30, 11))
+    cases += [(wide[:, ::2], 0.5), (np.asfortranarray(wide), 0.5)]
+    for X, max_norm in cases:
+        clipped = clip_rows(X, max_norm)
+        np.testing.assert_array_equal(clipped, numpy_clip_rows(X, max_norm))
+        assert_exactly_within(clipped, max_norm)
+
+
+@pytest.mark.parametrize("width", [1, 3, 4, 5, 8, 9])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_clip_rows_refuses_any_non_finite_entry(width, bad):
+    # Wherever the entry sits (in a block of four or the remainder, beside
+    # zeros, which max() could let a NaN hide among), the kernel refuses it;
+    # finite rows whose entries would overflow a sum are not mistaken for it.
+    for position in range(width):
+        X = np.zeros((3, width))
+        X[0] = 1.7e308
+        X[2, position] = bad
+        with pytest.raises(ValueError, match="X must not contain NaN or infinity"):
+            clip_rows(X, 1.0)
+        with pytest.raises(ValueError, match="stats must not contain NaN"):
+            clip_frobenius(X[:, np.newaxis, :], 1.0)
+    huge = np.full((2, width), 1.7e308)
+    assert_exactly_within(clip_rows(huge, 1.0), 1.0)
+
+
 def test_clip_rows_empty_and_dtype():
     assert clip_rows(np.zeros((0, 3)), 1.0).shape == (0, 3)
     clipped = clip_rows(np.array([[3, 4]], dtype=np.int64), 1.0)
