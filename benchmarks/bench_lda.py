@@ -64,6 +64,11 @@
    as a ratio to the floor's median. A private fit at share s has noisy
    shares, and its topics' releases add to the totals of the words they
    model (the counts' row), so this is a reference for it, not a bound.
+   At s = 1 the exact shares are also kept for the N words of largest
+   released totals only, N in {300, 1000, 2000} (``top N``), every other
+   word shared evenly among the topics (as DPLDA's pooled topics share a
+   word whose entries are all noise): how much of the gain lies in the
+   words frequent enough for a private release to place them.
 
     python benchmarks/bench_lda.py [kos] [synthetic] [kos_curve] [speed]
         [agreement] [floor] [validation] [ceiling]
@@ -675,10 +680,18 @@ def validation(epsilons=(1.0, 2.0, 4.0), repeats=7, n_topics=10):
     print(f"chosen: {VALIDATION_GRID[best]}")
 
 
-def exact_share_topics(reference, totals):
-    """Topics splitting ``totals`` among them by the shares of ``reference``'s."""
+def exact_share_topics(reference, totals, n_top=None):
+    """Topics splitting ``totals`` among them by the shares of ``reference``'s.
+
+    With ``n_top``, only the ``n_top`` words of largest ``totals`` keep their
+    shares; every other word is shared evenly among the topics.
+    """
     statistics_ = reference.components_ - reference.topic_word_prior_
     shares = statistics_ / statistics_.sum(axis=0)
+    if n_top is not None:
+        others = np.ones(totals.size, dtype=bool)
+        others[np.argsort(-totals)[:n_top]] = False
+        shares[:, others] = 1.0 / shares.shape[0]
     topics = DPLDA(reference.n_components, epsilon=INF, batch_size=1)
     topics.n_features_in_ = totals.size
     topics.components_ = reference.topic_word_prior_ + totals * shares
@@ -690,7 +703,12 @@ def exact_share_topics(reference, totals):
     return topics
 
 
-def ceiling(epsilons=(1.0, 2.0, 4.0), shares=(0.5, 0.7, 0.85, 0.95, 1.0), repeats=9):
+def ceiling(
+    epsilons=(1.0, 2.0, 4.0),
+    shares=(0.5, 0.7, 0.85, 0.95, 1.0),
+    top_words=(300, 1000, 2000),
+    repeats=9,
+):
     n_topics = 10
     for name, train, test in real_corpora():
         print(
@@ -715,6 +733,7 @@ def ceiling(epsilons=(1.0, 2.0, 4.0), shares=(0.5, 0.7, 0.85, 0.95, 1.0), repeat
                 )
                 multiplier = floors[0].noise_multiplier_
                 ratios = []
+                top_values = {}
                 for share in shares:
                     values = []
                     for _ in range(repeats):
@@ -729,12 +748,28 @@ def ceiling(epsilons=(1.0, 2.0, 4.0), shares=(0.5, 0.7, 0.85, 0.95, 1.0), repeat
                             max_iter=1,
                             n_topic_words=None,
                         ).fit(train)
-                        topics = exact_share_topics(
-                            reference, totals.components_[0] - totals.topic_word_prior_
+                        released = totals.components_[0] - totals.topic_word_prior_
+                        values.append(
+                            likelihood_perplexity(
+                                exact_share_topics(reference, released), test
+                            )
                         )
-                        values.append(likelihood_perplexity(topics, test))
+                        if share == 1.0:
+                            for n_top in top_words:
+                                top_values.setdefault(n_top, []).append(
+                                    likelihood_perplexity(
+                                        exact_share_topics(reference, released, n_top),
+                                        test,
+                                    )
+                                )
                     ratio = statistics.median(values) / floor_value
                     ratios.append(f"s={share:g}: {ratio:.3f}")
+                ratios += [
+                    f"s=1, top {n_top}: "
+                    f"{statistics.median(top_values[n_top]) / floor_value:.3f}"
+                    for n_top in top_words
+                    if n_top in top_values
+                ]
                 print(
                     f"epsilon {epsilon}: floor {floor_value:.1f} "
                     f"({floor_value / clean_unigram:.3f} of the unigram without noise); "
