@@ -76,7 +76,7 @@ def _as_float_array(array_like, name):
     if sp.issparse(array_like):
         raise ValueError(f"{name} must be a dense array; got a sparse matrix.")
     try:
-        return np.array(array_like, dtype=np.float64, order="C")
+        return np.array(array_like, dtype=np.float64)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{name} must be an array of real numbers: {exc}") from exc
 

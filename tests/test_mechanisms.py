@@ -186,12 +186,22 @@ def numpy_clip_rows(X, max_norm):
     return mechanisms._clip_rows_inplace(np.array(X, dtype=np.float64), max_norm)
 
 
+def assert_same_bits(actual, expected):
+    # -0.0 and 0.0 differ here, as they do not for assert_array_equal.
+    assert actual.shape == expected.shape
+    np.testing.assert_array_equal(
+        np.ascontiguousarray(actual).view(np.uint64),
+        np.ascontiguousarray(expected).view(np.uint64),
+    )
+
+
 def test_clip_rows_kernel_matches_the_numpy_path_bit_for_bit():
     # clip_rows runs the numba kernel above the subnormal bound: the same
     # float operations per entry as the numpy path, so the same bits, on
     # adversarial rows, rows at random scales (both branches of the factor),
     # rows within rounding of the sphere, every width around the kernel's
-    # blocks of four, and strided or Fortran-ordered input.
+    # blocks of four, and Fortran-ordered input (kept as it is, so that the
+    # kernel runs on it; strided input is copied first).
     rng = np.random.RandomState(4)
     cases = [(ADVERSARIAL_ROWS, b) for b in ADVERSARIAL_BOUNDS if b > 2.0**-960]
     for _ in range(300):
@@ -199,6 +209,7 @@ def test_clip_rows_kernel_matches_the_numpy_path_bit_for_bit():
         row_scales = 10.0 ** rng.uniform(-300, 300, size=(n_samples, 1))
         X = rng.normal(size=(n_samples, n_features)) * row_scales
         X[rng.rand(n_samples) < 0.2] = 0.0
+        X[rng.rand(*X.shape) < 0.1] = -0.0
         cases.append((X, 10.0 ** rng.uniform(-280, 300)))
     near = rng.normal(size=(200, 9))
     near /= np.linalg.norm(near, axis=1, keepdims=True)
@@ -208,8 +219,21 @@ def test_clip_rows_kernel_matches_the_numpy_path_bit_for_bit():
     cases += [(wide[:, ::2], 0.5), (np.asfortranarray(wide), 0.5)]
     for X, max_norm in cases:
         clipped = clip_rows(X, max_norm)
-        np.testing.assert_array_equal(clipped, numpy_clip_rows(X, max_norm))
+        assert_same_bits(clipped, numpy_clip_rows(X, max_norm))
         assert_exactly_within(clipped, max_norm)
+    assert clip_rows(np.asfortranarray(wide), 0.5).flags.f_contiguous
+
+
+def test_clip_rows_returns_a_row_at_the_tie_unchanged():
+    # A row whose computed norm times 1 + the error bound equals the bound
+    # exactly is certified inside and returned bit for bit (-0.0 included).
+    X = np.array([[1.0, 0.5, 0.25], [-0.0, 3.0, 4.0]])
+    error_bound = mechanisms._norm_relative_error_bound(3)
+    _, scaled_norm = mechanisms._scaled_row_norms(X)
+    max_norm = float(scaled_norm[0] * (1.0 + error_bound))  # row maximum 1
+    clipped = clip_rows(X, max_norm)
+    assert_same_bits(clipped[0], X[0])
+    assert_same_bits(clipped, numpy_clip_rows(X, max_norm))
 
 
 @pytest.mark.parametrize("width", [1, 3, 4, 5, 8, 9])
@@ -228,6 +252,22 @@ def test_clip_rows_refuses_any_non_finite_entry(width, bad):
             clip_frobenius(X[:, np.newaxis, :], 1.0)
     huge = np.full((2, width), 1.7e308)
     assert_exactly_within(clip_rows(huge, 1.0), 1.0)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_clip_rows_refuses_non_finite_entries_on_every_path(bad):
+    # The numpy path below the subnormal bound, and arrays of the wrong
+    # shape, whose finiteness is checked before their shape.
+    with pytest.raises(ValueError, match="X must not contain NaN or infinity"):
+        clip_rows([[bad, 1.0]], 2.0**-1000)
+    with pytest.raises(ValueError, match="stats must not contain NaN or infinity"):
+        clip_frobenius([[bad, 1.0]], 2.0**-1000)
+    with pytest.raises(ValueError, match="X must not contain NaN or infinity"):
+        clip_rows(np.array([bad, 1.0]), 1.0)
+    with pytest.raises(ValueError, match="X must not contain NaN or infinity"):
+        clip_rows(np.full((2, 2, 2), bad), 1.0)
+    with pytest.raises(ValueError, match="stats must not contain NaN or infinity"):
+        clip_frobenius(np.float64(bad), 1.0)
 
 
 def test_clip_rows_empty_and_dtype():
