@@ -27,10 +27,9 @@ from skprivfact.mechanisms import clip_rows
 
 def numpy_clip_rows(X, max_norm):
     """The numpy path: copy, finiteness check over the array, masked scaling."""
-    rows = np.array(X, dtype=np.float64)
-    if not np.all(np.isfinite(rows)):
-        raise ValueError("X must not contain NaN or infinity.")
-    return mechanisms._clip_rows_inplace(rows, max_norm)
+    return mechanisms._clip_rows_inplace(
+        mechanisms._as_finite_float_array(X, "X"), max_norm
+    )
 
 
 def median_time(function, repeats=21):
