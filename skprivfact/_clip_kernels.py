@@ -14,7 +14,12 @@ import math
 import numpy as np
 from numba import njit
 
-__all__ = ["clip_frobenius_inplace", "clip_rows_inplace", "scaled_row_norms"]
+__all__ = [
+    "clip_frobenius_inplace",
+    "clip_row_inplace",
+    "clip_rows_inplace",
+    "scaled_row_norms",
+]
 
 _UNIT_ROUNDOFF = 2.0**-53
 
@@ -93,19 +98,47 @@ def scaled_row_norms(rows):
 
 
 @njit(cache=True, nogil=True)
-def clip_rows_inplace(rows, max_norm, error_bound, factor_low, factor_high):
-    """Clip every row of ``rows`` in place to Euclidean norm ``max_norm``.
+def clip_row_inplace(rows, i, max_norm, error_bound, factor_low, factor_high):
+    """Clip row ``i`` of ``rows`` in place to Euclidean norm ``max_norm``.
 
-    Row by row, the arithmetic of
-    :func:`skprivfact.mechanisms._clip_rows_inplace` (the same float
-    operations on every entry, so the same result to the bit, which the tests
-    check): a row whose computed norm times ``1 + error_bound`` is within
-    ``max_norm`` is left as it is; any other is scaled to ``max_norm`` times
-    ``1 - 4 * error_bound``, in one product per entry where the factor lies
-    strictly between ``factor_low`` and ``factor_high``, otherwise divided by
-    its largest entry first. For norm bounds whose clipped entries stay
-    normal floats (the caller handles smaller ones), where that margin
-    certifies the result.
+    The arithmetic of :func:`skprivfact.mechanisms._clip_rows_inplace` for one
+    row (the same float operations on every entry, so the same result to the
+    bit, which the tests check): a row whose computed norm times ``1 +
+    error_bound`` is within ``max_norm`` is left as it is; any other is scaled
+    to ``max_norm`` times ``1 - 4 * error_bound``, in one product per entry
+    where the factor lies strictly between ``factor_low`` and ``factor_high``,
+    otherwise divided by its largest entry first. For norm bounds whose
+    clipped entries stay normal floats (the caller handles smaller ones),
+    where that margin certifies the result.
+
+    Returns
+    -------
+    finite : bool
+        False if the row holds NaN or infinity; it is then left unchanged
+        and must not be used.
+    """
+    largest, scaled_norm, finite = _row_max_and_scaled_norm(rows, i)
+    if not finite:
+        return False
+    if largest == 0.0:
+        return True
+    if scaled_norm * (1.0 + error_bound) <= max_norm / largest:
+        return True
+    target = (max_norm / scaled_norm) * (1.0 - 4.0 * error_bound)
+    factor = target / largest
+    if factor_low < factor < factor_high:
+        for j in range(rows.shape[1]):
+            rows[i, j] *= factor
+    else:
+        for j in range(rows.shape[1]):
+            rows[i, j] = (rows[i, j] / largest) * target
+    return True
+
+
+@njit(cache=True, nogil=True)
+def clip_rows_inplace(rows, max_norm, error_bound, factor_low, factor_high):
+    """Clip every row of ``rows`` in place to Euclidean norm ``max_norm``
+    (:func:`clip_row_inplace` on each row).
 
     Returns
     -------
@@ -113,23 +146,9 @@ def clip_rows_inplace(rows, max_norm, error_bound, factor_low, factor_high):
         False as soon as a row holds NaN or infinity (the rows are then left
         part-way and must not be used).
     """
-    shrink = 1.0 - 4.0 * error_bound
     for i in range(rows.shape[0]):
-        largest, scaled_norm, finite = _row_max_and_scaled_norm(rows, i)
-        if not finite:
+        if not clip_row_inplace(rows, i, max_norm, error_bound, factor_low, factor_high):
             return False
-        if largest == 0.0:
-            continue
-        if scaled_norm * (1.0 + error_bound) <= max_norm / largest:
-            continue
-        target = (max_norm / scaled_norm) * shrink
-        factor = target / largest
-        if factor_low < factor < factor_high:
-            for j in range(rows.shape[1]):
-                rows[i, j] *= factor
-        else:
-            for j in range(rows.shape[1]):
-                rows[i, j] = (rows[i, j] / largest) * target
     return True
 
 

@@ -28,7 +28,15 @@ import math
 import numpy as np
 from numba import njit, prange
 
-__all__ = ["mlp_mean_sites", "mlp_predictive_moments", "mlp_sites", "noise_sites"]
+from ._clip_kernels import clip_row_inplace
+
+__all__ = [
+    "mlp_clipped_mean_site_sum",
+    "mlp_mean_sites",
+    "mlp_predictive_moments",
+    "mlp_sites",
+    "noise_sites",
+]
 
 _INV_SQRT_2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
@@ -264,6 +272,46 @@ def mlp_sites(X, y, weight_mean, weight_var, n_hidden, noise_shape, noise_rate,
     return sites
 
 
+@njit(cache=True, nogil=True)
+def _mean_sites_row(x, target, weight_mean, n_hidden, noise_variance, hidden, active, slope, out, i):
+    """Write one row's sites at the weight means into ``out[i]`` (see
+    :func:`mlp_mean_sites`); ``hidden``, ``active`` and ``slope`` are
+    scratch."""
+    n_inputs = x.shape[0]
+    n_weights = weight_mean.shape[0]
+    row_len = n_inputs + 1
+    out_offset = n_hidden * row_len
+    input_scale = 1.0 / math.sqrt(row_len)
+    out_scale = 1.0 / math.sqrt(n_hidden + 1)
+    output = weight_mean[out_offset + n_hidden]
+    for k in range(n_hidden):
+        base = k * row_len
+        pre = weight_mean[base + n_inputs]
+        for j in range(n_inputs):
+            pre += weight_mean[base + j] * x[j]
+        pre *= input_scale
+        # At a pre-activation of exactly 0 the slope is taken as 0 (the
+        # limit of Phi there is 1/2; a set of measure zero).
+        active[k] = pre > 0.0
+        hidden[k] = pre if active[k] else 0.0
+        output += weight_mean[out_offset + k] * hidden[k]
+    output *= out_scale
+    for k in range(n_hidden):
+        slope[out_offset + k] = hidden[k] * out_scale
+        base = k * row_len
+        unit_slope = 0.0
+        if active[k]:
+            unit_slope = weight_mean[out_offset + k] * out_scale * input_scale
+        for j in range(n_inputs):
+            slope[base + j] = unit_slope * x[j]
+        slope[base + n_inputs] = unit_slope
+    slope[out_offset + n_hidden] = out_scale
+    residual_over_variance = (target - output) / noise_variance
+    for w in range(n_weights):
+        out[i, w] = slope[w] * slope[w] / noise_variance
+        out[i, n_weights + w] = residual_over_variance * slope[w]
+
+
 # Serial, as mlp_sites.
 @njit(cache=True, nogil=True)
 def mlp_mean_sites(X, y, weight_mean, n_hidden, noise_variance):
@@ -296,46 +344,77 @@ def mlp_mean_sites(X, y, weight_mean, n_hidden, noise_variance):
         Per row: the precision site of each weight, then the gradient of the
         row's log-likelihood in each weight.
     """
-    n_rows, n_inputs = X.shape
     n_weights = weight_mean.shape[0]
-    row_len = n_inputs + 1
-    out_offset = n_hidden * row_len
-    input_scale = 1.0 / math.sqrt(row_len)
-    out_scale = 1.0 / math.sqrt(n_hidden + 1)
-    sites = np.zeros((n_rows, 2 * n_weights))
+    sites = np.zeros((X.shape[0], 2 * n_weights))
     hidden = np.empty(n_hidden)
     active = np.empty(n_hidden, dtype=np.bool_)
     slope = np.empty(n_weights)
-    for i in range(n_rows):
-        x = X[i]
-        out = weight_mean[out_offset + n_hidden]
-        for k in range(n_hidden):
-            base = k * row_len
-            pre = weight_mean[base + n_inputs]
-            for j in range(n_inputs):
-                pre += weight_mean[base + j] * x[j]
-            pre *= input_scale
-            # At a pre-activation of exactly 0 the slope is taken as 0 (the
-            # limit of Phi there is 1/2; a set of measure zero).
-            active[k] = pre > 0.0
-            hidden[k] = pre if active[k] else 0.0
-            out += weight_mean[out_offset + k] * hidden[k]
-        out *= out_scale
-        for k in range(n_hidden):
-            slope[out_offset + k] = hidden[k] * out_scale
-            base = k * row_len
-            unit_slope = 0.0
-            if active[k]:
-                unit_slope = weight_mean[out_offset + k] * out_scale * input_scale
-            for j in range(n_inputs):
-                slope[base + j] = unit_slope * x[j]
-            slope[base + n_inputs] = unit_slope
-        slope[out_offset + n_hidden] = out_scale
-        residual_over_variance = (y[i] - out) / noise_variance
-        for w in range(n_weights):
-            sites[i, w] = slope[w] * slope[w] / noise_variance
-            sites[i, n_weights + w] = residual_over_variance * slope[w]
+    for i in range(X.shape[0]):
+        _mean_sites_row(
+            X[i], y[i], weight_mean, n_hidden, noise_variance, hidden, active, slope, sites, i
+        )
     return sites
+
+
+@njit(cache=True, nogil=True)
+def mlp_clipped_mean_site_sum(
+    X, y, rows, weight_mean, n_hidden, noise_variance, precision_weight,
+    max_norm, error_bound, factor_low, factor_high,
+):
+    """The sum over ``rows`` of each row's clipped contribution: its sites at
+    the weight means (:func:`mlp_mean_sites`), the precision block times
+    ``precision_weight``, clipped to Euclidean norm ``max_norm`` by
+    :func:`~skprivfact._clip_kernels.clip_row_inplace` (whose norm bound the
+    remaining arguments give, as :func:`skprivfact.mechanisms.clip_rows`
+    passes them).
+
+    One row at a time, without the batch's array of sites: the same floats,
+    to the bit, as clipping :func:`mlp_mean_sites`'s rows of ``X[rows]``
+    with :func:`~skprivfact.mechanisms.clip_rows` and summing them with
+    ``sum(axis=0)`` (which adds the rows in order), as the tests check. A
+    row with a non-finite entry (its sites overflowed) contributes nothing,
+    a map of that row alone, so the sensitivity holds.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_inputs)
+        Scaled inputs of every row.
+    y : ndarray of shape (n_samples,)
+        Scaled targets of every row.
+    rows : ndarray of shape (n_batch,), int
+        Indices of the batch's rows.
+    weight_mean, n_hidden, noise_variance
+        As for :func:`mlp_mean_sites`.
+    precision_weight : float
+        Factor of the precision sites.
+    max_norm : float
+        Bound on each row's norm, above ``2**-960`` (the clipped entries stay
+        normal floats).
+    error_bound, factor_low, factor_high : float
+        As for :func:`~skprivfact._clip_kernels.clip_row_inplace`.
+
+    Returns
+    -------
+    total : ndarray of shape (2 * n_weights,)
+    """
+    n_weights = weight_mean.shape[0]
+    contribution = np.empty((1, 2 * n_weights))
+    total = np.zeros(2 * n_weights)
+    hidden = np.empty(n_hidden)
+    active = np.empty(n_hidden, dtype=np.bool_)
+    slope = np.empty(n_weights)
+    for r in range(rows.shape[0]):
+        i = rows[r]
+        _mean_sites_row(
+            X[i], y[i], weight_mean, n_hidden, noise_variance, hidden, active, slope,
+            contribution, 0,
+        )
+        for w in range(n_weights):
+            contribution[0, w] *= precision_weight
+        if clip_row_inplace(contribution, 0, max_norm, error_bound, factor_low, factor_high):
+            for w in range(2 * n_weights):
+                total[w] += contribution[0, w]
+    return total
 
 
 @njit(cache=True)

@@ -92,6 +92,23 @@ def _as_finite_float_array(array_like, name):
     return values
 
 
+def _row_clip_arguments(n_features, max_norm):
+    """The norm bound's arguments of the clipping kernels
+    (:func:`~skprivfact._clip_kernels.clip_row_inplace`) for rows of
+    ``n_features`` entries: ``(max_norm, error_bound, factor_low,
+    factor_high)``, or None for norm bounds at or below ``2**-960``, whose
+    clipped rows may hold subnormal entries: those take the numpy path, which
+    checks them again."""
+    if max_norm <= _SUBNORMAL_NORM:
+        return None
+    return (
+        max_norm,
+        _norm_relative_error_bound(n_features),
+        _FACTOR_RANGE[0],
+        _FACTOR_RANGE[1],
+    )
+
+
 def _clip_records_inplace(rows, max_norm, name):
     """Clip the rows of the float64 2-D array ``rows`` in place; raise on NaN or infinity.
 
@@ -99,17 +116,12 @@ def _clip_records_inplace(rows, max_norm, name):
     normal floats; below that, the numpy path, which checks subnormal
     results again.
     """
-    if max_norm <= _SUBNORMAL_NORM:
+    arguments = _row_clip_arguments(rows.shape[1], max_norm)
+    if arguments is None:
         if not np.all(np.isfinite(rows)):
             raise _non_finite_error(name)
         return _clip_rows_inplace(rows, max_norm)
-    all_finite = clip_rows_inplace(
-        rows,
-        max_norm,
-        _norm_relative_error_bound(rows.shape[1]),
-        _FACTOR_RANGE[0],
-        _FACTOR_RANGE[1],
-    )
+    all_finite = clip_rows_inplace(rows, *arguments)
     if not all_finite:
         raise _non_finite_error(name)
     return rows

@@ -15,11 +15,17 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._pbp_kernels import mlp_mean_sites, mlp_predictive_moments, mlp_sites, noise_sites
+from ._pbp_kernels import (
+    mlp_clipped_mean_site_sum,
+    mlp_mean_sites,
+    mlp_predictive_moments,
+    mlp_sites,
+    noise_sites,
+)
 from .accounting import calibrate_noise_multiplier
 from .base import CentralPrivacyEstimator, NamedOutputMixin
 from .exceptions import PrivacyLeakWarning
-from .mechanisms import clip_rows, project_psd
+from .mechanisms import _row_clip_arguments, clip_rows, project_psd
 from .utils._validation import as_float64, validate_input
 
 __all__ = ["DPSEPRegressor"]
@@ -440,6 +446,17 @@ class _NetworkModel:
         shape, rate = cavity[-2], cavity[-1]
         return mlp_mean_sites(X, y, mean, self.n_hidden, self.noise_var(shape, rate))
 
+    def clipped_mean_site_sum(self, X, y, rows, mean, cavity, precision_weight, clip_arguments):
+        """The sum over ``rows`` of :meth:`mean_sites`'s rows, the precision
+        sites times ``precision_weight``, each row clipped as ``clip_rows``
+        clips (``clip_arguments`` from ``mechanisms._row_clip_arguments``)
+        and dropped if not finite, in one pass per row."""
+        shape, rate = cavity[-2], cavity[-1]
+        return mlp_clipped_mean_site_sum(
+            X, y, rows, mean, self.n_hidden, self.noise_var(shape, rate),
+            precision_weight, *clip_arguments,
+        )
+
     def project(self, factor, previous):
         # A weight whose averaged site precision came out negative keeps its
         # previous site: projecting the precision alone would leave its
@@ -590,7 +607,17 @@ class _AdamMeans:
         sample_rate = engine.plan.sample_rate
         batch = engine.sample(n_samples)
         precision_weight = self.precision_weight
-        if batch.size:
+        clip_arguments = None
+        if clip_norm is not None and self.sites == "means":
+            clip_arguments = _row_clip_arguments(2 * n_weights, clip_norm)
+        if clip_arguments is not None:
+            # The sites, their clipping and their sum in one pass per row: the
+            # same floats as the branch below, without the batch's array.
+            contribution_sum = model.clipped_mean_site_sum(
+                X, y, batch, self.mean, self._cavity(n_weights), precision_weight,
+                clip_arguments,
+            )
+        elif batch.size:
             if self.sites == "means":
                 contributions = model.mean_sites(
                     X[batch], y[batch], self.mean, self._cavity(n_weights)
