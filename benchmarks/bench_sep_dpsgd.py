@@ -10,6 +10,7 @@ needs the ``baseline`` extra: torch and opacus)::
         [--tune-fits R] [--schedules constant [linear]] [--higher-rate]
         [--sep-probes JSON]
         [--sep-clip-norms C ...] [--dpsgd-clip-norms C ...] [--sep-params JSON]
+        [--methods sep|dpsgd ...] [--fit-cache PATH]
         [--explore-sep JSON [--explore-fits R]]
 
 Protocol, per data set, epsilon and split (the random 90/10 splits of
@@ -96,6 +97,15 @@ clipped to ``bounds_y`` for both):
 - ``--reuse-sep`` / ``--reuse-dpsgd`` take one method's per-split rows from an
   earlier run's ``--save-json`` file (same splits), to compare a new setting
   of the other method without training this one again.
+- ``--methods sep`` (or ``dpsgd``) runs one method only, so that the two
+  can run side by side on two cores; a later run with ``--reuse-sep`` and
+  ``--reuse-dpsgd`` on their files joins them into one table (and one
+  ``--save-json`` file) without fitting anything.
+- ``--fit-cache PATH`` appends each tuning fit's validation RMSE to a
+  JSON-lines file as it ends and reads it back instead of refitting, so
+  that a run longer than one sitting (protein under four tuning fits)
+  resumes where it was stopped; DP-SGD's fits are seeded and would repeat
+  exactly, DP-SEP's draw fresh noise, so a resumed search is one search.
 - ``--explore-sep JSON`` prints the validation RMSE of DP-SEP settings on
   split 0 (a list of dicts of constructor arguments and of ``sep.py``'s
   tuning constants, keys starting with ``_``, or the probe
@@ -389,18 +399,55 @@ def rmse(mean, target):
     return float(np.sqrt(np.mean((mean - target) ** 2)))
 
 
+class FitCache:
+    """Validation RMSEs of tuning fits, kept in a JSON-lines file
+    (``--fit-cache``), so that a run stopped part-way starts again where it
+    stopped: a tuning fit already in the file is read, not refitted."""
+
+    def __init__(self, path=None):
+        self.path = path
+        self.scores = {}
+        if path is not None and path.exists():
+            for line in path.read_text().splitlines():
+                if line.strip():
+                    entry = json.loads(line)
+                    self.scores[entry["fit"]] = entry["score"]
+
+    def score(self, fit, compute):
+        """The score of the tuning fit described by ``fit`` (a JSON-able list),
+        from the file or from ``compute()``, which is then appended."""
+        if self.path is None:
+            return compute()
+        fit = json.dumps(fit, sort_keys=True)
+        if fit not in self.scores:
+            self.scores[fit] = compute()
+            with self.path.open("a") as file:
+                file.write(json.dumps({"fit": fit, "score": self.scores[fit]}) + "\n")
+        return self.scores[fit]
+
+
 def run_dpsgd(
-    data, y, hidden, epsilon, train, test, seed, relation, grid, n_fits, n_tuning_fits=1
+    data, y, hidden, epsilon, train, test, seed, relation, grid, n_fits, n_tuning_fits=1,
+    cache=None, cache_key=None,
 ):
+    cache = cache or FitCache()
     fit, validation = validation_split(train, seed)
+
+    def tuning_fit(setting, tuning_seed):
+        predict, _, _ = train_dpsgd(
+            data.X[fit], data.y[fit], hidden, epsilon, setting, tuning_seed, relation
+        )
+        return rmse(data.unscale_y(predict(data.X[validation])), y[validation])
+
     scores = []
     for setting in grid:
-        fits = []
-        for tuning_seed in tuning_seeds(seed, n_tuning_fits):
-            predict, _, _ = train_dpsgd(
-                data.X[fit], data.y[fit], hidden, epsilon, setting, tuning_seed, relation
+        fits = [
+            cache.score(
+                [cache_key, relation, seed, "dpsgd", setting, tuning_seed],
+                lambda setting=setting, tuning_seed=tuning_seed: tuning_fit(setting, tuning_seed),
             )
-            fits.append(rmse(data.unscale_y(predict(data.X[validation])), y[validation]))
+            for tuning_seed in tuning_seeds(seed, n_tuning_fits)
+        ]
         scores.append(statistics.mean(fits))
     best = int(np.argmin(scores))
     setting = grid[best]
@@ -449,16 +496,28 @@ def fit_sep(data, X, y, hidden, epsilon, rows, seed, setting):
 
 
 def run_sep(
-    data, X, y, hidden, epsilon, train, test, seed, grid, n_fits, n_tuning_fits=1
+    data, X, y, hidden, epsilon, train, test, seed, grid, n_fits, n_tuning_fits=1,
+    cache=None, cache_key=None,
 ):
+    cache = cache or FitCache()
     scores = []
     if len(grid) > 1:
         fit, validation = validation_split(train, seed)
+
+        def tuning_fit(setting, tuning_seed):
+            estimator = fit_sep(data, X, y, hidden, epsilon, fit, tuning_seed, setting)
+            return rmse(estimator.predict(X[validation]), y[validation])
+
         for setting in grid:
-            fits = []
-            for tuning_seed in tuning_seeds(seed, n_tuning_fits):
-                estimator = fit_sep(data, X, y, hidden, epsilon, fit, tuning_seed, setting)
-                fits.append(rmse(estimator.predict(X[validation]), y[validation]))
+            fits = [
+                cache.score(
+                    [cache_key, seed, "sep", setting, tuning_seed],
+                    lambda setting=setting, tuning_seed=tuning_seed: tuning_fit(
+                        setting, tuning_seed
+                    ),
+                )
+                for tuning_seed in tuning_seeds(seed, n_tuning_fits)
+            ]
             scores.append(statistics.mean(fits))
         best = int(np.argmin(scores))
     else:
@@ -696,6 +755,23 @@ def main(argv=None):
         "DP-SEP setting of the run",
     )
     parser.add_argument("--save-json", type=Path, default=None)
+    parser.add_argument(
+        "--methods",
+        nargs="+",
+        choices=["sep", "dpsgd"],
+        default=["sep", "dpsgd"],
+        help="run these methods only (default both); a file of one method's rows "
+        "joins the other's through --reuse-*",
+    )
+    parser.add_argument(
+        "--fit-cache",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="a JSON-lines file of the tuning fits' validation RMSEs: each fit is "
+        "appended as it ends and read instead of refitted when the run is started "
+        "again (delete it when the code or the protocol changes)",
+    )
     for method in ("sep", "dpsgd"):
         parser.add_argument(
             f"--reuse-{method}",
@@ -784,6 +860,8 @@ def main(argv=None):
         )
     if args.schedules != ["constant"]:
         title += f", step-size schedules {' and '.join(args.schedules)}"
+    if args.methods != ["sep", "dpsgd"]:
+        title += f", {' and '.join(args.methods)} only"
     if args.tune_fits > 1:
         title += f", {args.tune_fits} tuning fits per setting"
     if args.sep_probes:
@@ -836,6 +914,7 @@ def main(argv=None):
                 rows_of[key] = rows[method]
             title += f"; {method} rows from {path.name}"
     results = {}
+    cache = FitCache(args.fit_cache)
     with threadpool_limits(limits=1, user_api="blas"):
         for name in args.datasets:
             X, y = load_uci(name)
@@ -851,33 +930,45 @@ def main(argv=None):
                     if key in chosen["sep"]:
                         sep_grid = [chosen["sep"][key][seed]]
                     else:
-                        sep_grid = grid if tuned else [most_chosen(results[key]["sep"])]
+                        sep_grid = (
+                            grid
+                            if tuned or not results[key]["sep"]
+                            else [most_chosen(results[key]["sep"])]
+                        )
                     if key in chosen["dpsgd"]:
                         sgd_grid = [chosen["dpsgd"][key][seed]]
                     else:
                         sgd_grid = (
-                            dpsgd_grid if tuned else [most_chosen(results[key]["dpsgd"])]
+                            dpsgd_grid
+                            if tuned or not results[key]["dpsgd"]
+                            else [most_chosen(results[key]["dpsgd"])]
                         )
+                    sep = sgd = None
                     if key in reuse["sep"]:
                         sep = reuse["sep"][key][seed]
-                    else:
+                    elif "sep" in args.methods:
                         sep = run_sep(
                             data, X, y, hidden, epsilon, train, test, seed,
-                            sep_grid, args.final_fits, args.tune_fits,
+                            sep_grid, args.final_fits, args.tune_fits, cache, key,
                         )
                     if key in reuse["dpsgd"]:
                         sgd = reuse["dpsgd"][key][seed]
-                    else:
+                    elif "dpsgd" in args.methods:
                         sgd = run_dpsgd(
                             data, y, hidden, epsilon, train, test, seed,
                             args.relation, sgd_grid, args.final_fits, args.tune_fits,
+                            cache, key,
                         )
-                    results[key]["sep"].append(sep)
-                    results[key]["dpsgd"].append(sgd)
+                    line = []
+                    for method, label, row in (("sep", "DP-SEP", sep), ("dpsgd", "DP-SGD", sgd)):
+                        if row is not None:
+                            results[key][method].append(row)
+                            line.append(
+                                f"{label} RMSE {row['rmse']:.4g} LL {row['ll']:.4g}"
+                            )
                     print(
-                        f"  {key} split {seed}: DP-SEP RMSE {sep['rmse']:.4g} LL "
-                        f"{sep['ll']:.4g} | DP-SGD RMSE {sgd['rmse']:.4g} LL "
-                        f"{sgd['ll']:.4g} {sgd['setting']} "
+                        f"  {key} split {seed}: {' | '.join(line)} "
+                        f"{sgd['setting'] if sgd else ''} "
                         f"[{time.perf_counter() - start:.0f} s]",
                         flush=True,
                     )
@@ -885,7 +976,10 @@ def main(argv=None):
                     args.save_json.write_text(
                         json.dumps({"title": title, "results": results}, indent=1)
                     )
-    print_table(results, title)
+    if all(rows["sep"] and rows["dpsgd"] for rows in results.values()):
+        print_table(results, title)
+    else:
+        print("one method's rows only: join them to the other's with --reuse-* for the table")
 
 
 if __name__ == "__main__":
