@@ -6,7 +6,10 @@ sum: the same bound, in exact arithmetic for the returned floats, as
 :func:`skprivfact.mechanisms.clip_frobenius`, which the tests check them
 against. :func:`clip_rows_inplace` is the loop of
 :func:`skprivfact.mechanisms.clip_rows` itself, one pass per row instead of
-numpy's temporaries of the whole array.
+numpy's temporaries of the whole array; its row, :func:`clip_row_inplace`,
+clips the rows that
+:func:`skprivfact._pbp_kernels.mlp_clipped_mean_site_sum` computes one at a
+time, to the same bits as ``clip_rows``.
 """
 
 import math
@@ -107,9 +110,9 @@ def clip_row_inplace(rows, i, max_norm, error_bound, factor_low, factor_high):
     error_bound`` is within ``max_norm`` is left as it is; any other is scaled
     to ``max_norm`` times ``1 - 4 * error_bound``, in one product per entry
     where the factor lies strictly between ``factor_low`` and ``factor_high``,
-    otherwise divided by its largest entry first. For norm bounds whose
-    clipped entries stay normal floats (the caller handles smaller ones),
-    where that margin certifies the result.
+    otherwise divided by its largest entry first. Valid for norm bounds above
+    ``2**-960``, where the clipped entries stay normal floats and the margin
+    certifies the result; callers handle smaller bounds.
 
     Returns
     -------

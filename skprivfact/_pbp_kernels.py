@@ -382,7 +382,8 @@ def mlp_clipped_mean_site_sum(
     y : ndarray of shape (n_samples,)
         Scaled targets of every row.
     rows : ndarray of shape (n_batch,), int
-        Indices of the batch's rows.
+        Indices of the batch's rows, each in ``[0, n_samples)`` (not
+        checked: the caller's batch sampler draws them).
     weight_mean, n_hidden, noise_variance
         As for :func:`mlp_mean_sites`.
     precision_weight : float
@@ -397,6 +398,8 @@ def mlp_clipped_mean_site_sum(
     -------
     total : ndarray of shape (2 * n_weights,)
     """
+    if not max_norm > 2.0**-960:
+        raise ValueError("max_norm must exceed 2**-960 (clip_rows handles smaller bounds).")
     n_weights = weight_mean.shape[0]
     contribution = np.empty((1, 2 * n_weights))
     total = np.zeros(2 * n_weights)

@@ -98,7 +98,9 @@ def _row_clip_arguments(n_features, max_norm):
     ``n_features`` entries: ``(max_norm, error_bound, factor_low,
     factor_high)``, or None for norm bounds at or below ``2**-960``, whose
     clipped rows may hold subnormal entries: those take the numpy path, which
-    checks them again."""
+    checks them again. ``max_norm`` is checked (positive, finite) and passed
+    on as a float."""
+    max_norm = check_positive_bound(max_norm, "max_norm")
     if max_norm <= _SUBNORMAL_NORM:
         return None
     return (

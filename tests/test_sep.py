@@ -276,7 +276,8 @@ def test_clipped_mean_site_sum_is_the_sum_of_clip_rows_bit_for_bit(max_norm):
     # mlp_mean_sites on the batch's rows, the precision block weighted, rows
     # that are not finite zeroed, clip_rows, sum(axis=0). The same bits, for
     # every row clipped (1e-3), some (0.3, 30) or none (1e300), a row whose
-    # sites overflow (dropped) and an empty batch.
+    # sites overflow (dropped), one clipped by the divide-first branch and an
+    # empty batch.
     from skprivfact._pbp_kernels import mlp_clipped_mean_site_sum
     from skprivfact.mechanisms import _row_clip_arguments, clip_rows
 
@@ -287,6 +288,9 @@ def test_clipped_mean_site_sum_is_the_sum_of_clip_rows_bit_for_bit(max_norm):
     X = rng.uniform(-1, 1, size=(n_samples, n_inputs)) * rng.lognormal(0, 2, (n_samples, 1))
     y = rng.normal(scale=3.0, size=n_samples)
     X[17] = 1e300 * np.array([1.0, -1.0, 1.0, -1.0])
+    # Finite, but far enough out that at max_norm=1e-3 the clip's factor
+    # leaves its one-product range: the divide-first branch.
+    X[5] = 1e140 * np.array([1.0, -1.0, 1.0, -1.0])
     precision_weight, noise_variance = 0.01, 0.05
     arguments = _row_clip_arguments(2 * n_weights, max_norm)
     for rows in (np.sort(rng.choice(n_samples, 64, replace=False)), np.arange(n_samples),
@@ -305,6 +309,10 @@ def test_clipped_mean_site_sum_is_the_sum_of_clip_rows_bit_for_bit(max_norm):
         if 17 in rows:
             assert not finite[np.searchsorted(rows, 17)]
     assert _row_clip_arguments(2 * n_weights, 2.0**-961) is None
+    assert _row_clip_arguments(2 * n_weights, 2**70)[0] == 2.0**70
+    for bad in (0.0, math.inf, math.nan):
+        with pytest.raises(ValueError, match="max_norm must be a positive finite number"):
+            _row_clip_arguments(2 * n_weights, bad)
 
 
 def test_mlp_sites_are_zero_where_the_moment_match_fails():
