@@ -1854,51 +1854,46 @@ def test_private_network_defaults_release_gradients_at_the_means_from_the_start(
     assert update_release_violations(events, 1.0) == []
 
 
-def test_adam_release_check_catches_a_kernel_that_does_not_clip(monkeypatch):
-    # The same check on a deliberately broken fused kernel of the updates at
-    # the means, which sums the rows unclipped: caught, as releases that are
-    # not the sum of the clipped rows.
-    def unclipped_sum(X, y, rows, weight_mean, n_hidden, noise_variance, precision_weight,
-                      *clip_arguments):
-        sites = mlp_mean_sites(X[rows], y[rows], weight_mean, n_hidden, noise_variance)
-        sites[:, : weight_mean.size] *= precision_weight
-        return sites.sum(axis=0)
-
-    monkeypatch.setattr(sep, "mlp_clipped_mean_site_sum", unclipped_sum)
-    events = record_clips_and_releases(monkeypatch)
-    X, y = make_sine(300)
-    X = X * 30.0
-    DPSEPRegressor(
-        epsilon=1.0, clip_norm=0.3, batch_size=30, max_iter=4, adam_sites="means",
-        **ADAM_PARAMS,
-    ).fit(X, y)
-    violations = update_release_violations(events, 0.3)
-    assert violations and all("not the sum of the clipped rows" in v for v in violations)
-
-
-def test_adam_release_check_catches_an_unclipped_gradient(monkeypatch):
+@pytest.mark.parametrize("adam_sites", ["cavity", "means"])
+def test_adam_release_check_catches_an_unclipped_gradient(adam_sites, monkeypatch):
     # The contract check of the test above, on a deliberately broken variant
-    # whose clip lets the Adam phase's rows through unclipped: caught. (The
-    # updates at the means clip inside their kernel: the test above breaks
-    # that one.)
+    # that lets the Adam phase's rows through unclipped: caught. With the
+    # sites at the cavity the break is in clip_rows (rows beyond the norm);
+    # at the means, where the rows are clipped and summed inside one kernel,
+    # it is a kernel that sums them unclipped (releases that are not the sum
+    # of the record's clipped rows).
     from skprivfact.mechanisms import clip_rows
 
-    def unclipped_gradients(rows, max_norm):
-        # The warm-up's sites have 2 P + 2 columns, the Adam rows 2 P.
-        if rows.shape[0] > 1 and rows.shape[1] == 2 * n_weights:
-            return np.array(rows, copy=True)
-        return clip_rows(rows, max_norm)
-
     n_weights = 10 * (2 + 1) + 10 + 1  # ADAM_PARAMS' network on 2 inputs
-    events = record_clips_and_releases(monkeypatch, clip=unclipped_gradients)
+    if adam_sites == "cavity":
+
+        def unclipped_gradients(rows, max_norm):
+            # The warm-up's sites have 2 P + 2 columns, the Adam rows 2 P.
+            if rows.shape[0] > 1 and rows.shape[1] == 2 * n_weights:
+                return np.array(rows, copy=True)
+            return clip_rows(rows, max_norm)
+
+        events = record_clips_and_releases(monkeypatch, clip=unclipped_gradients)
+        expected = "beyond the clip norm"
+    else:
+
+        def unclipped_sum(X, y, rows, weight_mean, n_hidden, noise_variance,
+                          precision_weight, *clip_arguments):
+            sites = mlp_mean_sites(X[rows], y[rows], weight_mean, n_hidden, noise_variance)
+            sites[:, :n_weights] *= precision_weight
+            return sites.sum(axis=0)
+
+        monkeypatch.setattr(sep, "mlp_clipped_mean_site_sum", unclipped_sum)
+        events = record_clips_and_releases(monkeypatch)
+        expected = "not the sum of the clipped rows"
     X, y = make_sine(300)
     X = X * 30.0
     DPSEPRegressor(
-        epsilon=1.0, clip_norm=0.3, batch_size=30, max_iter=4, adam_sites="cavity",
+        epsilon=1.0, clip_norm=0.3, batch_size=30, max_iter=4, adam_sites=adam_sites,
         **ADAM_PARAMS,
     ).fit(X, y)
     violations = update_release_violations(events, 0.3)
-    assert violations and all("beyond the clip norm" in v for v in violations)
+    assert violations and all(expected in v for v in violations)
 
 
 @pytest.mark.parametrize("adam_sites", ["means", "cavity"])
