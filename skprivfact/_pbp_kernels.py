@@ -406,15 +406,19 @@ def mlp_clipped_mean_site_sum(
     hidden = np.empty(n_hidden)
     active = np.empty(n_hidden, dtype=np.bool_)
     slope = np.empty(n_weights)
+    # the buffer's one row, as an int64 rather than the literal 0, for which
+    # numba would compile the callees a second time
+    first = np.int64(0)
     for r in range(rows.shape[0]):
         i = rows[r]
         _mean_sites_row(
             X[i], y[i], weight_mean, n_hidden, noise_variance, hidden, active, slope,
-            contribution, 0,
+            contribution, first,
         )
         for w in range(n_weights):
             contribution[0, w] *= precision_weight
-        if clip_row_inplace(contribution, 0, max_norm, error_bound, factor_low, factor_high):
+        if clip_row_inplace(contribution, first, max_norm, error_bound, factor_low,
+                            factor_high):
             for w in range(2 * n_weights):
                 total[w] += contribution[0, w]
     return total

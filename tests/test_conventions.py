@@ -1,7 +1,11 @@
 """scikit-learn conventions: dtypes, warnings, sample_weight, set_output, progress."""
 
 import io
+import json
+import os
 import re
+import subprocess
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -271,6 +275,59 @@ def test_compile_notice_printed_once_for_our_kernels():
         kernel(1, 2)  # already compiled: no event
         assert time.perf_counter() - start < 1.0
     assert listener.total_seconds == before
+
+
+# Each estimator's first fits, in a fresh interpreter with an empty numba
+# cache, then every kernel's compiled signatures (a literal flag's two values
+# are one signature: numba specializes on them by design).
+_FIRST_FITS = """
+import json, sys, warnings
+warnings.simplefilter("ignore")
+import numpy as np
+from numba.core.registry import CPUDispatcher
+from skprivfact import DPBayesLogReg, DPLDA, DPSEPRegressor, PrivatePoissonMF
+from skprivfact.datasets import make_poisson_factorization
+
+rng = np.random.default_rng(0)
+_, X, _, _ = make_poisson_factorization(60, 20, 2, factor_shape=1.0, epsilon=1.0,
+                                        random_state=0)
+PrivatePoissonMF(2, epsilon=1.0, max_iter=20, random_state=0).fit_transform(X)
+X = rng.uniform(size=(200, 3))
+y = X @ rng.normal(size=3)
+for model in ("linear", "mlp"):
+    DPSEPRegressor(model=model, bounds_X=(0, 1), bounds_y=(-4, 4), max_iter=2,
+                   random_state=0).fit(X, y)
+DPBayesLogReg(data_norm=3.0, random_state=0).fit(X, (y > np.median(y)).astype(int))
+DPLDA(2, batch_size=50, doc_length=20, random_state=0).fit(rng.poisson(1.0, (100, 10)))
+kernels = {}
+for name, module in list(sys.modules.items()):
+    if name.startswith("skprivfact"):
+        for value in vars(module).values():
+            for kernel in (value, getattr(value, "parallel", None),
+                           getattr(value, "serial", None)):
+                if isinstance(kernel, CPUDispatcher):
+                    kernels[kernel.py_func.__module__ + "." + kernel.py_func.__qualname__] = [
+                        str(signature).replace("Literal[bool](True)", "bool")
+                        .replace("Literal[bool](False)", "bool")
+                        for signature in kernel.signatures
+                    ]
+print(json.dumps(kernels))
+"""
+
+
+def test_first_fits_compile_each_kernel_once(tmp_path):
+    # A second compiled version of a kernel costs a first fit up to seconds
+    # (a parallel kernel's for float32 and float64 rates, a strided view,
+    # a literal row index passed to a helper).
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+    done = subprocess.run([sys.executable, "-c", _FIRST_FITS], env=env, check=True,
+                          capture_output=True, text=True, timeout=600)
+    kernels = json.loads(done.stdout.strip().splitlines()[-1])
+    assert "skprivfact.poisson_mf._cavi._marginal_entry_update_serial" in kernels
+    assert "skprivfact._pbp_kernels.mlp_clipped_mean_site_sum" in kernels
+    twice = {name: sorted(set(signatures)) for name, signatures in kernels.items()
+             if len(set(signatures)) > 1}
+    assert twice == {}
 
 
 @pytest.mark.parametrize(

@@ -178,8 +178,11 @@ _ROWS_PER_BLOCK = 32
 
 def noisy_loglik_sum(noisy, row_factors, components, alpha):
     """Sum over a dense noisy matrix of log P(noisy[d, v]) at mu = theta @ phi."""
-    # summed outside the parallel region: the same sum for any number of threads
-    return float(_noisy_loglik_rows(noisy, row_factors, components, alpha).sum())
+    # summed outside the parallel region: the same sum for any number of
+    # threads; the factors C-ordered, as the kernel reads them, so that a
+    # transposed one does not compile a second version of it
+    return float(_noisy_loglik_rows(noisy, np.ascontiguousarray(row_factors),
+                                    np.ascontiguousarray(components), alpha).sum())
 
 
 @parallel_kernel
@@ -219,7 +222,8 @@ def _noisy_loglik_rows(noisy, row_factors, components, alpha):
 def clipped_loglik_sum(counts, row_factors, components):
     """Sum over a dense count matrix, clipped at 0, of the Poisson log-pmfs
     at mu = theta @ phi (the naive model's objective on noisy counts)."""
-    return float(_clipped_loglik_rows(counts, row_factors, components).sum())
+    return float(_clipped_loglik_rows(counts, np.ascontiguousarray(row_factors),
+                                      np.ascontiguousarray(components)).sum())
 
 
 @parallel_kernel
