@@ -71,9 +71,11 @@
    words frequent enough for a private release to place them.
 
     python benchmarks/bench_lda.py [kos] [synthetic] [kos_curve] [speed]
-        [agreement] [floor] [validation] [ceiling]
+        [agreement] [floor] [validation] [ceiling] [--repeats N] [--corpus NAME]
 
-With no section named, ``kos``, ``speed``, ``synthetic`` and ``kos_curve``
+``--repeats N`` sets the number of fits (or draws) per cell of ``floor``,
+``validation`` and ``ceiling`` (by default 9, 7 and 9); ``--corpus SOTU`` or
+``--corpus KOS`` runs their real corpus alone. With no section named, ``kos``, ``speed``, ``synthetic`` and ``kos_curve``
 run (``kos_curve`` is section 2's curve on KOS); ``agreement``, ``floor``,
 ``validation`` and ``ceiling`` run only when named.
 """
@@ -778,7 +780,26 @@ def ceiling(
                 )
 
 
+def _pop_option(name, convert):
+    """The value after ``name`` on the command line, removed from it (None if absent)."""
+    if name not in sys.argv:
+        return None
+    index = sys.argv.index(name)
+    if index + 1 >= len(sys.argv):
+        raise SystemExit(f"{name} needs a value")
+    value = convert(sys.argv[index + 1])
+    del sys.argv[index : index + 2]
+    return value
+
+
 if __name__ == "__main__":
+    repeats = _pop_option("--repeats", int)
+    corpus = _pop_option("--corpus", str)
+    if corpus is not None:
+        if corpus not in REAL_CORPORA:
+            raise SystemExit(f"--corpus takes one of {', '.join(REAL_CORPORA)}")
+        REAL_CORPORA = {corpus: REAL_CORPORA[corpus]}
+    repeated = {} if repeats is None else {"repeats": repeats}
     run_sections(
         {
             "kos": kos_agreement,
@@ -786,9 +807,9 @@ if __name__ == "__main__":
             "kos_curve": kos_curve,
             "speed": speed,
             "agreement": agreement,
-            "floor": floor,
-            "validation": validation,
-            "ceiling": ceiling,
+            "floor": lambda: floor(**repeated),
+            "validation": lambda: validation(**repeated),
+            "ceiling": lambda: ceiling(**repeated),
         },
         __doc__,
         default=["kos", "speed", "synthetic", "kos_curve"],
