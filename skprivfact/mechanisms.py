@@ -154,8 +154,7 @@ def _scaled_row_norms(rows):
     2**-1024 or above 2**1022) the kernel divides instead. One numba pass per
     row, without the temporaries of the whole array that numpy would need.
     """
-    # C-ordered, so that a strided view does not compile a second kernel
-    return scaled_row_norms(np.ascontiguousarray(rows))
+    return scaled_row_norms(rows)
 
 
 def _rows_to_scale(rows, max_norm):

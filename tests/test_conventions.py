@@ -315,19 +315,33 @@ print(json.dumps(kernels))
 """
 
 
+# Kernels that the first fits compile twice on purpose, with the reason.
+_COMPILED_TWICE = {
+    # float32 rates in the joint sweeps; float64 with the components fixed
+    # (transform, the count scale), whose ratios leave float32's range
+    "skprivfact.poisson_mf._cavi._marginal_entry_update_serial": 2,
+    # C-ordered rows, and DPBayesLogReg's strided view of its design rows
+    # (a contiguous copy would double the fit's peak memory)
+    "skprivfact._clip_kernels.scaled_row_norms": 2,
+    "skprivfact._clip_kernels._row_max_and_scaled_norm": 2,
+}
+
+
 def test_first_fits_compile_each_kernel_once(tmp_path):
     # A second compiled version of a kernel costs a first fit up to seconds
-    # (a parallel kernel's for float32 and float64 rates, a strided view,
-    # a literal row index passed to a helper).
+    # (an F-ordered argument, a literal row index passed to a helper).
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+    env.pop("NUMBA_DISABLE_JIT", None)
     done = subprocess.run([sys.executable, "-c", _FIRST_FITS], env=env, check=True,
                           capture_output=True, text=True, timeout=600)
     kernels = json.loads(done.stdout.strip().splitlines()[-1])
-    assert "skprivfact.poisson_mf._cavi._marginal_entry_update_serial" in kernels
-    assert "skprivfact._pbp_kernels.mlp_clipped_mean_site_sum" in kernels
-    twice = {name: sorted(set(signatures)) for name, signatures in kernels.items()
-             if len(set(signatures)) > 1}
-    assert twice == {}
+    # the fits reached the kernels this test is about
+    for name in ("skprivfact.poisson_mf._cavi._marginal_entry_update_serial",
+                 "skprivfact._pbp_kernels.mlp_clipped_mean_site_sum",
+                 "skprivfact._clip_kernels.clip_row_inplace"):
+        assert kernels[name]
+    counts = {name: len(set(signatures)) for name, signatures in kernels.items()}
+    assert {name: n for name, n in counts.items() if n > 1} == _COMPILED_TWICE
 
 
 @pytest.mark.parametrize(

@@ -73,6 +73,24 @@ def test_a_nan_rate_gives_a_nan_log_likelihood_not_a_hang():
     assert out.split() == ["nan", "nan"]
 
 
+def test_rows_inferred_with_fixed_components_keep_rates_beyond_single_precision():
+    # With a very sparse factor prior, the sub-count ratios of rows inferred
+    # with the components held fixed (transform, and the fit's count scale)
+    # reach 1e42 against rates of 1e-45: in single precision they overflow
+    # (an earlier change rounded them to float32 and every row became NaN).
+    _, X, _, _ = make_poisson_factorization(
+        300, 50, 3, factor_shape=0.5, epsilon=1.0, random_state=2
+    )
+    model = PrivatePoissonMF(
+        3, epsilon=1.0, max_iter=30, random_state=0, factor_prior_shape=0.01
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        factors = model.fit_transform(X)
+    assert np.isfinite(factors).all()
+    assert 0.5 < model.count_scale_ < 2.0
+
+
 def test_true_count_moments_take_bounded_work_at_any_scale():
     # the per-entry work behind CAVI and MCMC at tiny epsilon and huge
     # counts: the moments stay exact where a direct sum would need ~1e6 terms

@@ -333,8 +333,7 @@ def product_dtype(need_columns):
     sweeps, double for rows with q(phi) fixed (transform), whose single
     precision products would round differently with the number of rows in
     the product, so that a row's factors would depend, at 1e-7, on the rows
-    given with it (the entry kernels then take the double products rounded
-    to ``PRODUCT_DTYPE`` entry by entry, which does not)."""
+    given with it."""
     return PRODUCT_DTYPE if need_columns else np.float64
 
 
@@ -401,43 +400,24 @@ def sweep_block(X, theta_mean, theta_var, theta_geo, pos_shape, neg_shape, alpha
 
     theta_geo_single = single(theta_geo)
     phi_geo_single = shared[-1]
-    # The entry kernels take the rates in PRODUCT_DTYPE only, one compiled
-    # version each (a second, for transform's double products, cost seconds
-    # of compilation in every first fit_transform). Double products are
-    # rounded to it entry by entry, so a row's rates still do not depend on
-    # the rows given with it; they pass through one scratch buffer, so the
-    # block's buffers take no more memory than the double products did.
-    double = dtype != PRODUCT_DTYPE
-
-    def product(left, right, name):
-        if not double:
-            return np.matmul(left, right,
-                             out=_buffer(workspace, name, n_rows, n_cols, dtype))
-        rates = _buffer(workspace, name, n_rows, n_cols, PRODUCT_DTYPE)
-        rates[...] = np.matmul(left, right, out=_buffer(
-            workspace, "double_product", n_rows, n_cols, dtype))
-        return rates
-
-    mean_mu = product(single(theta_mean), shared[0], "mean_mu")
-    geo_mu = product(theta_geo_single, phi_geo_single, "geo_mu")
+    mean_mu = np.matmul(single(theta_mean), shared[0],
+                        out=_buffer(workspace, "mean_mu", n_rows, n_cols, dtype))
+    geo_mu = np.matmul(theta_geo_single, phi_geo_single,
+                       out=_buffer(workspace, "geo_mu", n_rows, n_cols, dtype))
     if noise_update == "marginal":
         # E[y | y~] at the rate E[mu]; the rates G[mu] of the mean-field
         # update fall far below E[mu] where the factors' shapes are small
         # (sparse rows and words) and let a fit collapse onto the prior
         expected_total = float(_marginal_entry_update(X, mean_mu, geo_mu, alpha).sum())
     else:
-        var_mu = product(single(np.hstack([theta_var, theta_mean**2])), shared[1],
-                         "var_mu")
+        var_mu = np.matmul(
+            single(np.hstack([theta_var, theta_mean**2])), shared[1],
+            out=_buffer(workspace, "var_mu", n_rows, n_cols, dtype))
         _private_entry_update(
             X, mean_mu, var_mu, geo_mu, pos_shape, neg_shape, alpha,
             noise_update == "bessel-mean")
         expected_total = 0.0
     ratio = mean_mu
-    if double:
-        # summed in double, through the scratch buffer rather than numpy's
-        # own upcast copy of the ratios
-        ratio = workspace["double_product"][:n_rows]
-        ratio[...] = mean_mu
     row_part = ratio @ phi_geo_single.T
     col_part = theta_geo_single.T @ ratio if need_columns else None
     return row_part, col_part, expected_total
