@@ -75,9 +75,10 @@
 
 ``--repeats N`` sets the number of fits (or draws) per cell of ``floor``,
 ``validation`` and ``ceiling`` (by default 9, 7 and 9); ``--corpus SOTU`` or
-``--corpus KOS`` runs their real corpus alone. With no section named, ``kos``, ``speed``, ``synthetic`` and ``kos_curve``
-run (``kos_curve`` is section 2's curve on KOS); ``agreement``, ``floor``,
-``validation`` and ``ceiling`` run only when named.
+``--corpus KOS`` runs their real corpus alone. With no section named,
+``kos``, ``speed``, ``synthetic`` and ``kos_curve`` run (``kos_curve`` is
+section 2's curve on KOS); ``agreement``, ``floor``, ``validation`` and
+``ceiling`` run only when named.
 """
 
 import statistics
