@@ -918,6 +918,35 @@ def test_batch_size_beyond_the_corpus_uses_every_document(monkeypatch):
     np.testing.assert_array_equal(batches[0], [0, 1])
 
 
+def test_auto_batch_size_takes_a_twentieth_of_a_large_private_corpus(monkeypatch):
+    # The plan's sampling rate is fixed before any document is read: record
+    # the rates of the first release and stop there.
+    rates = []
+
+    def sample(engine, n_samples, sample_rate=None):
+        rates.append((n_samples, sample_rate))
+        raise StopIteration
+
+    monkeypatch.setattr(PrivacyEngine, "sample", sample)
+    for n_documents, expected in ((30_000, 0.05), (3000, 1000 / 3000), (500, 1.0)):
+        X = sp.csr_matrix(np.ones((n_documents, 3)))
+        for method in ("fit", "partial_fit"):
+            est = DPLDA(2, epsilon=1.0, n_topic_words=None, random_state=0)
+            with pytest.raises(StopIteration):
+                getattr(est, method)(X)
+            assert rates[-1] == (n_documents, pytest.approx(expected))
+            assert est.sample_rate_ == pytest.approx(expected)
+    # A given batch size is kept, and without privacy "auto" is scikit-learn's
+    # consecutive mini-batches of 1000 documents, whatever the corpus.
+    X = sp.csr_matrix(np.ones((30_000, 3)))
+    with pytest.raises(StopIteration):
+        DPLDA(2, epsilon=1.0, batch_size=300, n_topic_words=None).fit(X)
+    assert rates[-1] == (30_000, pytest.approx(0.01))
+    monkeypatch.undo()
+    public = DPLDA(2, epsilon=INF, max_iter=1, random_state=0).fit(X)
+    assert public.n_batch_iter_ == 1 + 30
+
+
 def test_fractional_weights_without_privacy_only(corpus):
     X, _ = corpus
     tfidf = X.multiply(1.0 / np.log1p(np.asarray(X.sum(axis=0)) + 1.0)).tocsr()
