@@ -52,8 +52,8 @@ _AUTO_TOPIC_WORDS = 1000
 # share of them. Larger batches take fewer releases per pass, each with less
 # noise against its signal; on synthetic LDA corpora of 100,000 and 300,000
 # documents a twentieth gave topics closer to the truth than batches of 1000
-# at epsilon 1 to 4 and level at 0.5 (bench_lda.py batch), while below 20,000
-# documents "auto" stays 1000, the setting the real corpora were tuned with.
+# at every epsilon from 0.5 to 4, level on 50,000 (bench_lda.py batch), while
+# below 20,000 documents "auto" stays 1000, the setting of the real corpora.
 _AUTO_BATCH_SIZE = 1000
 _AUTO_BATCH_FRACTION = 0.05
 # Tokens of a batch beyond which resampling counts each document on its own
