@@ -478,8 +478,10 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         probability ``batch_size / n_documents``; None or a value of at least
         the number of documents uses every document in every iteration. Larger
         batches lower the noise relative to the signal, at the cost of fewer
-        iterations per pass. "auto" is 1000, or in a private fit a twentieth
-        of the documents when that is more (``n_documents`` is public).
+        iterations per pass. "auto" is 1000, or when private (a finite
+        ``epsilon`` or a given ``noise_multiplier``) a twentieth of the
+        documents if that is more (``n_documents`` is public); elsewhere
+        these docs mean by ``batch_size`` the number it resolves to.
     max_iter : int, default=1
         Number of passes over the documents in :meth:`fit`; a pass is
         ``ceil(n_documents / batch_size)`` iterations (one with

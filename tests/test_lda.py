@@ -932,17 +932,24 @@ def test_auto_batch_size_takes_a_twentieth_of_a_large_private_corpus(monkeypatch
         X = sp.csr_matrix(np.ones((n_documents, 3)))
         for method in ("fit", "partial_fit"):
             est = DPLDA(2, epsilon=1.0, n_topic_words=None, random_state=0)
+            rates.clear()
             with pytest.raises(StopIteration):
                 getattr(est, method)(X)
-            assert rates[-1] == (n_documents, pytest.approx(expected))
+            assert rates == [(n_documents, pytest.approx(expected))]
             assert est.sample_rate_ == pytest.approx(expected)
-    # A given batch size is kept, and without privacy "auto" is scikit-learn's
-    # consecutive mini-batches of 1000 documents, whatever the corpus.
+    # A given batch size is kept.
     X = sp.csr_matrix(np.ones((30_000, 3)))
+    rates.clear()
     with pytest.raises(StopIteration):
         DPLDA(2, epsilon=1.0, batch_size=300, n_topic_words=None).fit(X)
-    assert rates[-1] == (30_000, pytest.approx(0.01))
+    assert rates == [(30_000, pytest.approx(0.01))]
     monkeypatch.undo()
+    # Later partial_fit calls release at the rate the first one planned.
+    stepped = DPLDA(2, epsilon=1.0, n_topic_words=None, random_state=0)
+    stepped.partial_fit(X).partial_fit(X)
+    assert [step[1] for step in stepped.accountant_.history] == [0.05, 0.05]
+    # Without privacy "auto" is scikit-learn's consecutive mini-batches of
+    # 1000 documents, whatever the corpus.
     public = DPLDA(2, epsilon=INF, max_iter=1, random_state=0).fit(X)
     assert public.n_batch_iter_ == 1 + 30
 
