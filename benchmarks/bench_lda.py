@@ -89,8 +89,8 @@
 ``validation``, ``ceiling`` and ``batch`` (by default 9, 7, 9 and 4);
 ``--corpus SOTU`` or ``--corpus KOS`` runs their real corpus alone. With no
 section named, ``kos``, ``speed``, ``synthetic`` and ``kos_curve`` run
-(``kos_curve`` is section 2's curve on KOS); ``agreement``, ``floor``, ``validation``,
-``ceiling`` and ``batch`` run only when named.
+(``kos_curve`` is section 2's curve on KOS); ``agreement``, ``floor``,
+``validation``, ``ceiling`` and ``batch`` run only when named.
 """
 
 import statistics
@@ -310,9 +310,8 @@ def batch(sizes=(50_000, 100_000, 300_000), epsilons=(0.5, 1.0, 2.0, 4.0), repea
         delta = 1e-5 if n_documents < 100_000 else 1e-7
         print(
             f"\n== batch size: synthetic corpus, {n_documents} train / "
-            f"{test.shape[0]} test documents, K=10, one pass, delta={delta:g}, mean "
-            f"[least-largest] "
-            f"of {repeats} fits =="
+            f"{test.shape[0]} test documents, K=10, one pass, delta={delta:g}, "
+            f"mean [least-largest] of {repeats} fits =="
         )
         print("epsilon | batch_size | mean TV | doc-only perplexity")
         for epsilon in epsilons:

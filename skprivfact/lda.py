@@ -839,7 +839,9 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "doc_length": [Interval(Integral, 1, None, closed="left")],
         "clip_norm": [None, Interval(Real, 0, None, closed="neither")],
-        "batch_size": [None, StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
+        "batch_size": [
+            None, StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")
+        ],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "learning_method": [StrOptions({"online", "batch"})],
         "evaluate_every": [Integral],
