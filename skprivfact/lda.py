@@ -966,7 +966,7 @@ class DPLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, CentralPrivacyEst
         return sp.csr_matrix(X, dtype=np.float64)
 
     def _batch_size(self, n_documents):
-        """The expected batch size of the plan: None (every document) for batch learning."""
+        """The plan's expected batch size ("auto" resolved); None: every document."""
         if self.learning_method == "batch":
             return None
         if self.batch_size == "auto":
