@@ -7,7 +7,7 @@ needs the ``baseline`` extra: torch and opacus)::
         [--epsilons 1 3] [--n-splits 5] [--sep-grid default|tuned|adam|adam-wide]
         [--relation add_remove|substitution] [--tune-splits K] [--final-fits R]
         [--settings-from PATH ...] [--save-json PATH] [--tables-from-json PATH ...]
-        [--tune-fits R] [--schedules constant [linear]] [--higher-rate]
+        [--tune-fits R] [--refine K R] [--schedules constant [linear]] [--higher-rate]
         [--sep-probes JSON]
         [--sep-clip-norms C ...] [--dpsgd-clip-norms C ...] [--sep-params JSON]
         [--methods sep|dpsgd ...] [--fit-cache PATH]
@@ -38,6 +38,13 @@ clipped to ``bounds_y`` for both):
   1). A method whose fits spread widely from one draw of noise to the next
   otherwise tends to choose the setting that one lucky fit flattered.
   ``--reuse-*`` refuses rows from a different number of tuning fits.
+- ``--refine K R`` (both grids): after that, the K settings with the lowest
+  mean are fitted again up to R fits each (the seeds continue those of
+  ``--tune-fits``), and the choice is the lowest mean of R among those K.
+  The best mean of T fits over a grid of 128 settings is mostly a lucky one
+  (the more so for the method whose fits spread more between draws of
+  noise); a setting put first by luck rarely stays first over R fits.
+  ``--reuse-*`` refuses rows from a different refinement.
 - DP-SGD: ``torch.nn`` network of the same shape as DP-SEP's (one hidden layer
   of 50 ReLU units on every set, protein included, where ``bench_sep.py``
   uses 100), squared loss,
@@ -388,6 +395,12 @@ def saved_tuning_fits(title):
     return int(match.group(1)) if match else 1
 
 
+def saved_refinement(title):
+    """The ``--refine`` of a run (None without), from its ``--save-json`` title."""
+    match = re.search(r", the (\d+) best refined to (\d+) fits", title)
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
 def final_seeds(seed, n_fits):
     """Seeds of the final fits, none of them a tuning fit's (``tuning_seeds``)."""
     return [FINAL_SEED_STRIDE * (seed + 1) + r for r in range(n_fits)]
@@ -415,20 +428,43 @@ class FitCache:
 
     def score(self, fit, compute):
         """The score of the tuning fit described by ``fit`` (a JSON-able list),
-        from the file or from ``compute()``, which is then appended."""
-        if self.path is None:
-            return compute()
+        from the file (or this run) or from ``compute()``, which is then kept
+        (and appended to the file)."""
         fit = json.dumps(fit, sort_keys=True)
         if fit not in self.scores:
             self.scores[fit] = compute()
-            with self.path.open("a") as file:
-                file.write(json.dumps({"fit": fit, "score": self.scores[fit]}) + "\n")
+            if self.path is not None:
+                with self.path.open("a") as file:
+                    file.write(json.dumps({"fit": fit, "score": self.scores[fit]}) + "\n")
         return self.scores[fit]
+
+
+def choose_setting(n_settings, score, n_tuning_fits, refine=None):
+    """The index of the setting with the lowest mean validation RMSE, and that mean.
+
+    ``score(i, r)`` is the validation RMSE of setting ``i``'s tuning fit
+    ``r`` (the r-th seed of ``tuning_seeds``). Each setting is scored by the
+    mean of ``n_tuning_fits`` fits; with ``refine=(K, R)`` the K best are
+    scored again by the mean of R fits (the first ``n_tuning_fits`` of them
+    the same) and the best of those K is chosen, so that a setting one lucky
+    draw of noise put first must hold its place over more fits.
+    """
+    means = [
+        statistics.mean(score(i, r) for r in range(n_tuning_fits)) for i in range(n_settings)
+    ]
+    candidates = range(n_settings)
+    if refine is not None and n_settings > 1:
+        top, n_fits = refine
+        candidates = sorted(candidates, key=means.__getitem__)[:top]
+        for i in candidates:
+            means[i] = statistics.mean(score(i, r) for r in range(n_fits))
+    best = min(candidates, key=means.__getitem__)
+    return best, means[best]
 
 
 def run_dpsgd(
     data, y, hidden, epsilon, train, test, seed, relation, grid, n_fits, n_tuning_fits=1,
-    cache=None, cache_key=None,
+    cache=None, cache_key=None, refine=None,
 ):
     cache = cache or FitCache()
     fit, validation = validation_split(train, seed)
@@ -439,21 +475,18 @@ def run_dpsgd(
         )
         return rmse(data.unscale_y(predict(data.X[validation])), y[validation])
 
-    scores = []
-    for setting in grid:
-        fits = [
-            cache.score(
-                [cache_key, relation, seed, "dpsgd", setting, tuning_seed],
-                lambda setting=setting, tuning_seed=tuning_seed: tuning_fit(setting, tuning_seed),
-            )
-            for tuning_seed in tuning_seeds(seed, n_tuning_fits)
-        ]
-        scores.append(statistics.mean(fits))
-    best = int(np.argmin(scores))
+    def score(i, r):
+        setting, tuning_seed = grid[i], tuning_seeds(seed, r + 1)[r]
+        return cache.score(
+            [cache_key, relation, seed, "dpsgd", setting, tuning_seed],
+            lambda: tuning_fit(setting, tuning_seed),
+        )
+
+    best, validation_rmse = choose_setting(len(grid), score, n_tuning_fits, refine)
     setting = grid[best]
     # Noise model of the point network: the validation RMSE of the chosen
     # setting (the mean over its tuning fits).
-    noise_std = scores[best]
+    noise_std = validation_rmse
     rmses, lls, seconds = [], [], []
     for final_seed in final_seeds(seed, n_fits):
         start = time.process_time()
@@ -469,7 +502,7 @@ def run_dpsgd(
         "ll": statistics.mean(lls),
         "rmse_fits": rmses,
         "setting": setting,
-        "validation_rmse": scores[best],
+        "validation_rmse": validation_rmse,
         "noise_multiplier": sigma,
         "epsilon_spent": spent,
         "cpu_seconds": statistics.median(seconds),
@@ -497,10 +530,10 @@ def fit_sep(data, X, y, hidden, epsilon, rows, seed, setting):
 
 def run_sep(
     data, X, y, hidden, epsilon, train, test, seed, grid, n_fits, n_tuning_fits=1,
-    cache=None, cache_key=None,
+    cache=None, cache_key=None, refine=None,
 ):
     cache = cache or FitCache()
-    scores = []
+    best, validation_rmse = 0, None
     if len(grid) > 1:
         fit, validation = validation_split(train, seed)
 
@@ -508,20 +541,14 @@ def run_sep(
             estimator = fit_sep(data, X, y, hidden, epsilon, fit, tuning_seed, setting)
             return rmse(estimator.predict(X[validation]), y[validation])
 
-        for setting in grid:
-            fits = [
-                cache.score(
-                    [cache_key, seed, "sep", setting, tuning_seed],
-                    lambda setting=setting, tuning_seed=tuning_seed: tuning_fit(
-                        setting, tuning_seed
-                    ),
-                )
-                for tuning_seed in tuning_seeds(seed, n_tuning_fits)
-            ]
-            scores.append(statistics.mean(fits))
-        best = int(np.argmin(scores))
-    else:
-        best = 0
+        def score(i, r):
+            setting, tuning_seed = grid[i], tuning_seeds(seed, r + 1)[r]
+            return cache.score(
+                [cache_key, seed, "sep", setting, tuning_seed],
+                lambda: tuning_fit(setting, tuning_seed),
+            )
+
+        best, validation_rmse = choose_setting(len(grid), score, n_tuning_fits, refine)
     setting = grid[best]
     rmses, lls, seconds = [], [], []
     for final_seed in final_seeds(seed, n_fits):
@@ -536,7 +563,7 @@ def run_sep(
         "ll": statistics.mean(lls),
         "rmse_fits": rmses,
         "setting": setting,
-        "validation_rmse": scores[best] if scores else None,
+        "validation_rmse": validation_rmse,
         "noise_multiplier": float(estimator.noise_multiplier_),
         "epsilon_spent": float(estimator.privacy_spent_[0]),
         "cpu_seconds": statistics.median(seconds),
@@ -668,6 +695,15 @@ def main(argv=None):
         help="score each setting of both grids by its mean validation RMSE over "
         f"this many fits (1 to {FINAL_SEED_STRIDE // TUNING_SEED_STRIDE - 1}; "
         "default 1): fewer choices made by one fit's luck",
+    )
+    parser.add_argument(
+        "--refine",
+        type=int,
+        nargs=2,
+        default=None,
+        metavar=("K", "R"),
+        help="score the K best settings of each grid (by --tune-fits) again by the "
+        "mean of R fits and choose among them (R above --tune-fits)",
     )
     parser.add_argument(
         "--final-fits",
@@ -864,6 +900,8 @@ def main(argv=None):
         title += f", {' and '.join(args.methods)} only"
     if args.tune_fits > 1:
         title += f", {args.tune_fits} tuning fits per setting"
+    if args.refine:
+        title += f", the {args.refine[0]} best refined to {args.refine[1]} fits"
     if args.sep_probes:
         title += f", DP-SEP with {json.dumps(args.sep_probes)}"
     if args.sep_params:
@@ -881,6 +919,14 @@ def main(argv=None):
     if not 1 <= args.tune_fits < FINAL_SEED_STRIDE // TUNING_SEED_STRIDE:
         parser.error(
             f"--tune-fits must be between 1 and {FINAL_SEED_STRIDE // TUNING_SEED_STRIDE - 1}"
+        )
+    if args.refine and not (
+        args.refine[0] >= 1
+        and args.tune_fits < args.refine[1] < FINAL_SEED_STRIDE // TUNING_SEED_STRIDE
+    ):
+        parser.error(
+            "--refine K R takes K >= 1 and R between --tune-fits + 1 and "
+            f"{FINAL_SEED_STRIDE // TUNING_SEED_STRIDE - 1}"
         )
     if args.tune_splits is not None and args.tune_splits < 1:
         parser.error("--tune-splits must be at least 1")
@@ -907,6 +953,10 @@ def main(argv=None):
             # final fits.
             if saved_tuning_fits(saved_file["title"]) != args.tune_fits:
                 parser.error(f"{path} was not run with --tune-fits {args.tune_fits}")
+            if saved_refinement(saved_file["title"]) != (
+                tuple(args.refine) if args.refine else None
+            ):
+                parser.error(f"{path} was not run with the same --refine")
             for key, rows in saved_file["results"].items():
                 if any(len(row.get("rmse_fits", [0])) != args.final_fits for row in rows[method]):
                     parser.error(f"{path}: the {method} rows of {key} are not from "
@@ -950,6 +1000,7 @@ def main(argv=None):
                         sep = run_sep(
                             data, X, y, hidden, epsilon, train, test, seed,
                             sep_grid, args.final_fits, args.tune_fits, cache, key,
+                            args.refine,
                         )
                     if key in reuse["dpsgd"]:
                         sgd = reuse["dpsgd"][key][seed]
@@ -957,7 +1008,7 @@ def main(argv=None):
                         sgd = run_dpsgd(
                             data, y, hidden, epsilon, train, test, seed,
                             args.relation, sgd_grid, args.final_fits, args.tune_fits,
-                            cache, key,
+                            cache, key, args.refine,
                         )
                     line = []
                     for method, label, row in (("sep", "DP-SEP", sep), ("dpsgd", "DP-SGD", sgd)):
