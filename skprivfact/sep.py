@@ -1094,8 +1094,8 @@ class DPSEPRegressor(
         clipped per row (see the privacy paragraph). Under noise the
         gradients of the means carry the noise once, where SEP's damped
         average of released shift sites carries it in every weight's
-        precision-times-mean; the privacy guide compares the two with
-        DP-SGD. "auto" is "adam" for the network
+        precision-times-mean; :doc:`/dpsep_measurements` compares the two
+        with DP-SGD. "auto" is "adam" for the network
         under noise and "sep" otherwise; the choice is in ``mean_update_``.
     learning_rate : float, default=0.03
         Adam's step size on the weight means (scaled units), with
@@ -1131,7 +1131,7 @@ class DPSEPRegressor(
         (the shift site less the mean times the precision site) next to the
         precision site weighted by 0.1. The release, its clipping and its
         noise are the same for both; which predicts better depends on the
-        data (the privacy guide measures both).
+        data (:doc:`/dpsep_measurements` measures both).
     bounds_X : pair (lower, upper) or None, default=None
         Public bounds of the inputs, scalars or arrays of length
         ``n_features``; inputs are clipped to them and mapped to [-1, 1]. A
