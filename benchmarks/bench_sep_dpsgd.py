@@ -41,7 +41,7 @@ clipped to ``bounds_y`` for both):
 - ``--refine K R`` (both grids): after that, the K settings with the lowest
   mean are fitted again up to R fits each (the seeds continue those of
   ``--tune-fits``), and the choice is the lowest mean of R among those K.
-  The best mean of T fits over a grid of 128 settings is mostly a lucky one
+  The best mean of T fits over a grid of 128 settings is often a lucky one
   (the more so for the method whose fits spread more between draws of
   noise); a setting put first by luck rarely stays first over R fits.
   ``--reuse-*`` refuses rows from a different refinement.
