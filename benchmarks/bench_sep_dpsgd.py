@@ -44,6 +44,9 @@ clipped to ``bounds_y`` for both):
   The best mean of T fits over a grid of 128 settings is often a lucky one
   (the more so for the method whose fits spread more between draws of
   noise); a setting put first by luck rarely stays first over R fits.
+  DP-SGD's noise variance (below) is then the mean over R validation fits
+  where a grid was searched, over T where its grid is one setting (later
+  splits of ``--tune-splits``, ``--settings-from``).
   ``--reuse-*`` refuses rows from a different refinement.
 - DP-SGD: ``torch.nn`` network of the same shape as DP-SEP's (one hidden layer
   of 50 ReLU units on every set, protein included, where ``bench_sep.py``
