@@ -386,10 +386,11 @@ def train_dpsgd(X, y, hidden, epsilon, setting, seed, relation):
     return predict, float(optimizer.noise_multiplier), float(spent)
 
 
-def tuning_seeds(seed, n_fits):
-    """Seeds of a setting's tuning fits: the split's index first (so that one
-    tuning fit is the protocol's original), then strides below the final fits'."""
-    return [seed + TUNING_SEED_STRIDE * r for r in range(n_fits)]
+def tuning_seed(seed, r):
+    """Seed of a setting's r-th tuning fit on split ``seed``: the split's index
+    first (so that one tuning fit is the protocol's original), then strides
+    below the final fits'."""
+    return seed + TUNING_SEED_STRIDE * r
 
 
 def saved_tuning_fits(title):
@@ -405,7 +406,7 @@ def saved_refinement(title):
 
 
 def final_seeds(seed, n_fits):
-    """Seeds of the final fits, none of them a tuning fit's (``tuning_seeds``)."""
+    """Seeds of the final fits, none of them a tuning fit's (``tuning_seed``)."""
     return [FINAL_SEED_STRIDE * (seed + 1) + r for r in range(n_fits)]
 
 
@@ -446,7 +447,7 @@ def choose_setting(n_settings, score, n_tuning_fits, refine=None):
     """The index of the setting with the lowest mean validation RMSE, and that mean.
 
     ``score(i, r)`` is the validation RMSE of setting ``i``'s tuning fit
-    ``r`` (the r-th seed of ``tuning_seeds``). Each setting is scored by the
+    ``r`` (seed ``tuning_seed(split, r)``). Each setting is scored by the
     mean of ``n_tuning_fits`` fits; with ``refine=(K, R)`` the K best are
     scored again by the mean of R fits (the first ``n_tuning_fits`` of them
     the same) and the best of those K is chosen, so that a setting one lucky
@@ -479,10 +480,10 @@ def run_dpsgd(
         return rmse(data.unscale_y(predict(data.X[validation])), y[validation])
 
     def score(i, r):
-        setting, tuning_seed = grid[i], tuning_seeds(seed, r + 1)[r]
+        setting, fit_seed = grid[i], tuning_seed(seed, r)
         return cache.score(
-            [cache_key, relation, seed, "dpsgd", setting, tuning_seed],
-            lambda: tuning_fit(setting, tuning_seed),
+            [cache_key, relation, seed, "dpsgd", setting, fit_seed],
+            lambda: tuning_fit(setting, fit_seed),
         )
 
     best, validation_rmse = choose_setting(len(grid), score, n_tuning_fits, refine)
@@ -545,10 +546,10 @@ def run_sep(
             return rmse(estimator.predict(X[validation]), y[validation])
 
         def score(i, r):
-            setting, tuning_seed = grid[i], tuning_seeds(seed, r + 1)[r]
+            setting, fit_seed = grid[i], tuning_seed(seed, r)
             return cache.score(
-                [cache_key, seed, "sep", setting, tuning_seed],
-                lambda: tuning_fit(setting, tuning_seed),
+                [cache_key, seed, "sep", setting, fit_seed],
+                lambda: tuning_fit(setting, fit_seed),
             )
 
         best, validation_rmse = choose_setting(len(grid), score, n_tuning_fits, refine)
