@@ -80,19 +80,28 @@
    Hungarian matching) and document-only held-out perplexity at epsilon
    0.5, 1, 2 and 4, mean, least and largest of 4 fits (seeds 0-3 for the
    random start; the noise is secret).
+9. ``topics``: the same splits and epsilons, the setting ``validation``
+   chooses: how much of each fit's held-out likelihood its topics give, as
+   against its own word totals. Each fit is scored as fitted and again with
+   its topics made identical (every topic the mean of the fitted ones: each
+   word's total shared evenly, the fit's totals as a unigram), both as
+   ratios to the floor's median (of as many fits), and the two are paired
+   fit by fit. A fit's ratio to the floor moves with its draw of noise on
+   the totals; the paired ratio isolates the topics.
 
     python benchmarks/bench_lda.py [kos] [synthetic] [kos_curve] [speed]
-        [agreement] [floor] [validation] [ceiling] [batch] [--repeats N]
-        [--corpus NAME]
+        [agreement] [floor] [validation] [ceiling] [batch] [topics]
+        [--repeats N] [--corpus NAME]
 
 ``--repeats N`` sets the number of fits (or draws) per cell of ``floor``,
-``validation``, ``ceiling`` and ``batch`` (by default 9, 7, 9 and 4);
-``--corpus SOTU`` or ``--corpus KOS`` runs their real corpus alone. With no
+``validation``, ``ceiling``, ``batch`` and ``topics`` (by default 9, 7, 9, 4
+and 9); ``--corpus SOTU`` or ``--corpus KOS`` runs their real corpus alone. With no
 section named, ``kos``, ``speed``, ``synthetic`` and ``kos_curve`` run
 (``kos_curve`` is section 2's curve on KOS); ``agreement``, ``floor``,
-``validation``, ``ceiling`` and ``batch`` run only when named.
+``validation``, ``ceiling``, ``batch`` and ``topics`` run only when named.
 """
 
+import copy
 import statistics
 import sys
 import time
@@ -832,6 +841,76 @@ def ceiling(
                 )
 
 
+def with_identical_topics(model):
+    """``model`` with every topic replaced by the mean of its topics.
+
+    Each word keeps its total over the topics, shared evenly among them: the
+    fit's own word totals as a unigram (identical topics make the held-out
+    likelihood that of their common word distribution). Post-processing of
+    the fitted topics.
+    """
+    identical = copy.deepcopy(model)
+    identical.components_ = np.tile(
+        model.components_.mean(axis=0), (model.components_.shape[0], 1)
+    )
+    identical.exp_dirichlet_component_ = np.exp(
+        _dirichlet_expectation_2d(identical.components_)
+    )
+    return identical
+
+
+def topics(epsilons=(1.0, 2.0, 4.0), repeats=9, n_topics=10):
+    for name, train, test in real_corpora():
+        print(
+            f"\n== {name}: what the topics add to the chosen setting's own word "
+            f"totals (K={n_topics}, {VALIDATION_CHOICE}), held-out likelihood "
+            f"perplexity over the floor's median, {repeats} fits =="
+        )
+        with threadpool_limits(1):
+            for epsilon in epsilons:
+                floors = np.array(
+                    [
+                        likelihood_perplexity(unigram_floor(train, epsilon), test)
+                        for _ in range(repeats)
+                    ]
+                )
+                floor_value = np.median(floors)
+                fitted, identical = [], []
+                for seed in range(repeats):
+                    model = DPLDA(
+                        n_topics,
+                        epsilon=epsilon,
+                        random_state=seed,
+                        **VALIDATION_CHOICE,
+                    ).fit(train)
+                    fitted.append(likelihood_perplexity(model, test) / floor_value)
+                    identical.append(
+                        likelihood_perplexity(with_identical_topics(model), test)
+                        / floor_value
+                    )
+                fitted, identical = np.array(fitted), np.array(identical)
+                paired = fitted / identical
+                # Both samples are draws of secret noise: the difference of
+                # their mean log perplexities, with its standard error.
+                log_gap = np.log(fitted).mean() - np.log(floors / floor_value).mean()
+                log_gap_se = np.sqrt(
+                    np.log(fitted).var(ddof=1) / fitted.size
+                    + np.log(floors).var(ddof=1) / floors.size
+                )
+                print(
+                    f"epsilon {epsilon}: fitted topics median {np.median(fitted):.4f} "
+                    f"(range {fitted.min():.4f}-{fitted.max():.4f}); identical "
+                    f"topics median {np.median(identical):.4f} (range "
+                    f"{identical.min():.4f}-{identical.max():.4f}); fitted over "
+                    f"identical, same fit: median {np.median(paired):.4f}, range "
+                    f"{paired.min():.4f}-{paired.max():.4f}; {np.sum(fitted <= 1)}/"
+                    f"{repeats} fits at or below the floor's median; geometric means, "
+                    f"fits over floors: {np.exp(log_gap):.4f} (log difference "
+                    f"{log_gap:+.4f} +- {log_gap_se:.4f})",
+                    flush=True,
+                )
+
+
 def _pop_option(name, convert):
     """The value after ``name`` on the command line, removed from it (None if absent)."""
     if name not in sys.argv:
@@ -863,6 +942,7 @@ if __name__ == "__main__":
             "validation": lambda: validation(**repeated),
             "ceiling": lambda: ceiling(**repeated),
             "batch": lambda: batch(**repeated),
+            "topics": lambda: topics(**repeated),
         },
         __doc__,
         default=["kos", "speed", "synthetic", "kos_curve"],
