@@ -833,7 +833,13 @@ def main(argv=None):
         merged, titles = {}, []
         for path in args.tables_from_json:
             saved = json.loads(path.read_text())
-            merged.update(saved["results"])
+            # A file of one method's rows (--methods) holds empty rows for
+            # the other: merge by method, so that it cannot blank them.
+            for key, rows_of in saved["results"].items():
+                cell = merged.setdefault(key, {})
+                for method, rows in rows_of.items():
+                    if rows or method not in cell:
+                        cell[method] = rows
             titles.append(saved["title"])
         print_table(merged, " | ".join(sorted(set(titles))))
         return
