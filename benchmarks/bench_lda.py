@@ -80,14 +80,18 @@
    Hungarian matching) and document-only held-out perplexity at epsilon
    0.5, 1, 2 and 4, mean, least and largest of 4 fits (seeds 0-3 for the
    random start; the noise is secret).
-9. ``topics``: the same splits and epsilons, the setting ``validation``
-   chooses: how much of each fit's held-out likelihood its topics give, as
-   against its own word totals. Each fit is scored as fitted and again with
-   its topics made identical (every topic the mean of the fitted ones: each
-   word's total shared evenly, the fit's totals as a unigram), both as
-   ratios to the floor's median (of as many fits), and the two are paired
-   fit by fit. A fit's ratio to the floor moves with its draw of noise on
-   the totals; the paired ratio isolates the topics.
+9. ``topics``: the splits and epsilons of ``floor`` (SOTU and KOS, epsilon
+   1, 2 and 4), the setting ``validation`` chooses: how much of each fit's
+   held-out likelihood its topics give, as against its own word totals.
+   Each fit is scored as fitted and again with its topics made identical
+   (every topic the mean of the fitted ones: each word's total shared
+   evenly, the fit's totals as a unigram), both as ratios to the floor's
+   median (of as many fits), and the two are paired fit by fit. A fit's
+   ratio to the floor moves with its draw of noise on the totals; the
+   paired ratio isolates the topics. Also printed: the ratio of the
+   geometric means of the fits and of the floors, with the difference of
+   their mean log perplexities, its standard error (the two samples are
+   independent) and their quotient.
 
     python benchmarks/bench_lda.py [kos] [synthetic] [kos_curve] [speed]
         [agreement] [floor] [validation] [ceiling] [batch] [topics]
@@ -846,8 +850,8 @@ def with_identical_topics(model):
 
     Each word keeps its total over the topics, shared evenly among them: the
     fit's own word totals as a unigram (identical topics make the held-out
-    likelihood that of their common word distribution). Post-processing of
-    the fitted topics.
+    likelihood that of their common word distribution, up to the importance
+    sampling's own error). Post-processing of the fitted topics.
     """
     identical = copy.deepcopy(model)
     identical.components_ = np.tile(
@@ -906,7 +910,8 @@ def topics(epsilons=(1.0, 2.0, 4.0), repeats=9, n_topics=10):
                     f"{paired.min():.4f}-{paired.max():.4f}; {np.sum(fitted <= 1)}/"
                     f"{repeats} fits at or below the floor's median; geometric means, "
                     f"fits over floors: {np.exp(log_gap):.4f} (log difference "
-                    f"{log_gap:+.4f} +- {log_gap_se:.4f})",
+                    f"{log_gap:+.5f} +- {log_gap_se:.5f}, "
+                    f"{log_gap / log_gap_se:+.1f} standard errors)",
                     flush=True,
                 )
 

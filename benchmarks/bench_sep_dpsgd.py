@@ -826,22 +826,37 @@ def main(argv=None):
         type=Path,
         nargs="+",
         default=None,
-        help="print the table of files written by --save-json (merged) and exit",
+        help="print the table of files written by --save-json, merged by data "
+        "set and method (one method's rows in two files is an error), and exit",
     )
     args = parser.parse_args(argv)
     if args.tables_from_json is not None:
-        merged, titles = {}, []
+        merged, sources, titles = {}, {}, []
         for path in args.tables_from_json:
             saved = json.loads(path.read_text())
-            # A file of one method's rows (--methods) holds empty rows for
-            # the other: merge by method, so that it cannot blank them.
+            # Merged by data set and method: a file of one method's rows
+            # (--methods) holds empty rows for the other, which must not blank
+            # them, and one method's rows from two files would be ambiguous.
             for key, rows_of in saved["results"].items():
                 cell = merged.setdefault(key, {})
                 for method, rows in rows_of.items():
-                    if rows or method not in cell:
-                        cell[method] = rows
+                    if not rows:
+                        cell.setdefault(method, [])
+                        continue
+                    if cell.get(method) and cell[method] != rows:
+                        parser.error(
+                            f"{key}: {method} rows in both {sources[key, method]} "
+                            f"and {path}"
+                        )
+                    cell[method] = rows
+                    sources[key, method] = path
             titles.append(saved["title"])
+        for key, cell in merged.items():
+            if len(cell.get("sep", [])) != len(cell.get("dpsgd", [])):
+                parser.error(f"{key}: the files hold different numbers of splits")
         print_table(merged, " | ".join(sorted(set(titles))))
+        for (key, method), path in sorted(sources.items()):
+            print(f"  {key} {method} rows from {path}")
         return
 
     import numba
