@@ -99,8 +99,8 @@
 
 ``--repeats N`` sets the number of fits (or draws) per cell of ``floor``,
 ``validation``, ``ceiling``, ``batch`` and ``topics`` (by default 9, 7, 9, 4
-and 9); ``--corpus SOTU`` or ``--corpus KOS`` runs their real corpus alone. With no
-section named, ``kos``, ``speed``, ``synthetic`` and ``kos_curve`` run
+and 9); ``--corpus SOTU`` or ``--corpus KOS`` runs their real corpus alone.
+With no section named, ``kos``, ``speed``, ``synthetic`` and ``kos_curve`` run
 (``kos_curve`` is section 2's curve on KOS); ``agreement``, ``floor``,
 ``validation``, ``ceiling``, ``batch`` and ``topics`` run only when named.
 """
