@@ -110,7 +110,9 @@ clipped to ``bounds_y`` for both):
 - ``--methods sep`` (or ``dpsgd``) runs one method only, so that the two
   can run side by side on two cores; a later run with ``--reuse-sep`` and
   ``--reuse-dpsgd`` on their files joins them into one table (and one
-  ``--save-json`` file) without fitting anything.
+  ``--save-json`` file) without fitting anything; ``--tables-from-json`` on
+  both files prints that table alone (it merges by data set and method and
+  refuses one method's rows from two files, or unequal numbers of splits).
 - ``--fit-cache PATH`` appends each tuning fit's validation RMSE to a
   JSON-lines file as it ends and reads it back instead of refitting, so
   that a run longer than one sitting (protein under four tuning fits)
